@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim layout`: build a RowAtomic/BlockAtomic (padded or unpadded) or TensorAtomic layout for
+// tensors given inline, in a JSON file, or taken from a model, and print it as ASCII, JSON or a
+// per-rank table.
+#include <charconv>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/subcommands.h"
+#include "core/base/strings.h"
+#include "core/layout/layout_builder.h"
+#include "core/layout/owner_planner.h"
+#include "viz/layout_ascii.h"
+#include "viz/layout_report.h"
+
+#include <nlohmann/json.hpp>
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+namespace {
+
+constexpr std::string_view kUsage =
+    "layout (--shapes LIST | --input FILE) --dp N [--block B] [--shard-layout padded|unpadded]\n"
+    "                      [--placement row|block|tensor [--owners LIST | --plan-owners]]\n"
+    "                      [--format ascii|json|table] [--dtype bf16|fp16|fp32|fp8]";
+
+constexpr std::string_view kDescription =
+    "Lays tensors out in one flat DBuffer exactly as Megatron-FSDP v2 does and shows what each of\n"
+    "the dp ranks holds. RowAtomic (block 1) and BlockAtomic (block B) layouts never split a row\n"
+    "(block of B rows) across ranks; 'padded' gives equal rank segments, 'unpadded' packs tensors\n"
+    "and cuts at the row boundary nearest an even split. TensorAtomic keeps each tensor whole on\n"
+    "its owner rank (owners given with --owners or planned with --plan-owners).\n\n"
+    "examples:\n"
+    "  fsdpsim layout --shapes 2x6,4x4,4x4,1x2,1x6 --dp 5\n"
+    "  fsdpsim layout --shapes 2x6,4x4,1x2 --dp 2 --shard-layout unpadded --format table\n"
+    "  fsdpsim layout --input tensors.json --dp 16 --placement tensor --plan-owners --format json\n\n"
+    "--input FILE holds {\"tensors\": [{\"name\": \"w1\", \"shape\": [4096, 14336]}, ...]}.";
+
+struct NamedShapes {
+  std::vector<Shape> shapes;
+  std::vector<std::string> names;
+};
+
+Expected<NamedShapes> shapes_from_list(const std::string& list) {
+  NamedShapes out;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t comma = list.find(',', pos);
+    const std::string item =
+        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    auto shape = parse_shape(item);
+    if (!shape) {
+      return shape.error().with_context(str_cat("--shapes item ", out.shapes.size()));
+    }
+    out.names.push_back(str_cat("P", out.shapes.size()));
+    out.shapes.push_back(*shape);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Expected<NamedShapes> shapes_from_json_file(const std::string& path) {
+  FSDP_TRY(std::string text, read_text_file(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Error(ErrorCode::kInvalidArgument, str_cat(path, ": malformed JSON"));
+  }
+  if (!j.is_object() || !j.contains("tensors") || !j["tensors"].is_array()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(path, ": field 'tensors' is missing or not an array; expected ",
+                         "{\"tensors\": [{\"name\": ..., \"shape\": [...]}, ...]}"));
+  }
+  NamedShapes out;
+  const auto& tensors = j["tensors"];
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    const std::string where = str_cat(path, ": tensors[", i, "]");
+    if (!t.is_object()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(where, " is ", t.type_name(), "; expected an object"));
+    }
+    std::string name = str_cat("P", i);
+    if (t.contains("name")) {
+      if (!t["name"].is_string()) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat(where, ".name is ", t["name"].type_name(), "; expected a string"));
+      }
+      name = t["name"].get<std::string>();
+    }
+    if (!t.contains("shape") || !t["shape"].is_array()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(where, " ('", name, "') field 'shape' is missing or not an array"));
+    }
+    std::vector<std::int64_t> dims;
+    for (std::size_t d = 0; d < t["shape"].size(); ++d) {
+      const auto& v = t["shape"][d];
+      if (!v.is_number_integer()) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat(where, " ('", name, "') shape[", d, "] is ", v.dump(),
+                             "; expected an integer >= 0"));
+      }
+      if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+        return Error(ErrorCode::kOutOfRange, str_cat(where, " ('", name, "') shape[", d, "] is ",
+                                                     v.dump(), "; expected at most ", INT64_MAX));
+      }
+      dims.push_back(v.get<std::int64_t>());
+    }
+    auto shape = Shape::make(dims);
+    if (!shape) {
+      return shape.error().with_context(str_cat(where, " ('", name, "')"));
+    }
+    out.shapes.push_back(*shape);
+    out.names.push_back(std::move(name));
+  }
+  return out;
+}
+
+Expected<std::vector<std::int64_t>> parse_int_list(const std::string& what,
+                                                   const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(what, " item ", out.size(), " is '", item, "'; expected an integer"));
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Expected<std::int64_t> dtype_bytes(const std::string& dtype) {
+  if (dtype == "fp32" || dtype == "float32") {
+    return 4;
+  }
+  if (dtype == "bf16" || dtype == "bfloat16" || dtype == "fp16" || dtype == "float16") {
+    return 2;
+  }
+  if (dtype == "fp8" || dtype == "mxfp8") {
+    return 1;
+  }
+  return Error(ErrorCode::kInvalidArgument,
+               str_cat("dtype '", dtype, "' is unknown; expected bf16, fp16, fp32 or fp8"));
+}
+
+}  // namespace
+
+int run_layout_command(std::span<const std::string> args, Io& io) {
+  po::options_description desc("options");
+  std::string shapes_text;
+  std::string input_path;
+  std::int64_t dp = 0;
+  std::int64_t block = 1;
+  std::string shard_layout_text = "padded";
+  std::string placement = "row";
+  std::string owners_text;
+  std::string format;
+  std::string dtype = "bf16";
+  desc.add_options()
+      ("shapes", po::value(&shapes_text), "comma-separated shapes, dims separated by 'x': 2x6,4x4,18")
+      ("input", po::value(&input_path), "JSON file {\"tensors\": [{\"name\", \"shape\"}, ...]}")
+      ("dp", po::value(&dp)->required(), "number of data-parallel rank segments (>= 1)")
+      ("block", po::value(&block)->default_value(1), "rows kept together on one rank (BlockAtomic)")
+      ("shard-layout", po::value(&shard_layout_text)->default_value("padded"), "padded | unpadded")
+      ("placement", po::value(&placement)->default_value("row"), "row | block | tensor")
+      ("owners", po::value(&owners_text), "tensor placement: owner rank per tensor, e.g. 0,1,1,0")
+      ("plan-owners", "tensor placement: balance bytes over ranks, largest tensor first")
+      ("format", po::value(&format), "ascii | json | table (default: ascii, table when large)")
+      ("dtype", po::value(&dtype)->default_value("bf16"), "element type for byte counts")
+      ("all-ranks", "draw every rank, however many");
+  po::variables_map vm;
+  if (auto done = parse_command_line("layout", kUsage, kDescription, desc, args, vm, io)) {
+    return *done;
+  }
+  const std::string kCmd = "layout";
+  if (vm.count("shapes") + vm.count("input") != 1) {
+    return report_usage_error(io, kCmd, "give exactly one of --shapes and --input");
+  }
+  if (placement != "row" && placement != "block" && placement != "tensor") {
+    return report_usage_error(
+        io, kCmd, str_cat("--placement is '", placement, "'; expected row, block or tensor"));
+  }
+  if (placement == "row" && block != 1) {
+    return report_usage_error(io, kCmd,
+                              str_cat("--block ", block, " needs --placement block (row is block 1)"));
+  }
+  const bool tensor = placement == "tensor";
+  if (tensor && vm.count("owners") + vm.count("plan-owners") != 1) {
+    return report_usage_error(io, kCmd,
+                              "--placement tensor needs exactly one of --owners and --plan-owners");
+  }
+  if (!tensor && (vm.count("owners") != 0 || vm.count("plan-owners") != 0)) {
+    return report_usage_error(io, kCmd, "--owners and --plan-owners need --placement tensor");
+  }
+  if (!format.empty() && format != "ascii" && format != "json" && format != "table") {
+    return report_usage_error(io, kCmd,
+                              str_cat("--format is '", format, "'; expected ascii, json or table"));
+  }
+  auto layout_kind = parse_shard_layout(shard_layout_text);
+  if (!layout_kind) {
+    return report_usage_error(io, kCmd, layout_kind.error().message());
+  }
+  auto bytes = dtype_bytes(dtype);
+  if (!bytes) {
+    return report_usage_error(io, kCmd, bytes.error().message());
+  }
+
+  auto named = vm.count("shapes") != 0 ? shapes_from_list(shapes_text)
+                                       : shapes_from_json_file(input_path);
+  if (!named) {
+    return report_error(io, named.error());
+  }
+  viz::LayoutRequest request;
+  request.placement = placement;
+  request.shard_layout = tensor ? "unpadded" : std::string(to_string(*layout_kind));
+  request.block_size = block;
+  request.dtype = dtype;
+  request.bytes_per_element = *bytes;
+  request.tensor_names = named->names;
+
+  Expected<GlobalLayout> layout = Error(ErrorCode::kInternal, "no layout built");
+  if (tensor) {
+    Expected<std::vector<std::int64_t>> owners =
+        vm.count("owners") != 0 ? parse_int_list("--owners", owners_text)
+                                : plan_tensor_owners(named->shapes, dp);
+    if (!owners) {
+      return report_error(io, owners.error());
+    }
+    request.owners = *owners;
+    layout = build_for_tensor_atomic(named->shapes, dp, *owners);
+  } else {
+    layout = build_row_atomic_layout(named->shapes, dp, block, *layout_kind);
+  }
+  if (!layout) {
+    return report_error(io, layout.error());
+  }
+
+  if (format.empty()) {
+    format = layout->num_tensors() > 4096 ? "table" : "ascii";
+  }
+  if (format == "json") {
+    io.out << viz::layout_to_json(*layout, request).dump(2) << "\n";
+  } else if (format == "table") {
+    io.out << viz::render_layout_table(*layout, request,
+                                       vm.count("all-ranks") != 0 ? INT64_MAX : 64);
+  } else {
+    viz::AsciiLayoutOptions options;
+    if (vm.count("all-ranks") != 0) {
+      options.max_ranks = INT64_MAX;
+    }
+    io.out << viz::render_layout_ascii(*layout, options) << "\n"
+           << viz::render_layout_summary(*layout, request);
+    bool named_tensors = false;
+    for (std::size_t i = 0; i < request.tensor_names.size(); ++i) {
+      named_tensors = named_tensors || request.tensor_names[i] != str_cat("P", i);
+    }
+    if (named_tensors && layout->num_tensors() <= 64) {
+      io.out << "legend:";
+      for (std::size_t i = 0; i < request.tensor_names.size(); ++i) {
+        io.out << (i == 0 ? " " : ", ") << "P" << i << " = " << request.tensor_names[i] << " "
+               << to_string(layout->tensor_shapes()[i]);
+      }
+      io.out << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace fsdp::cli

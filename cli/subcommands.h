@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+// Entry points of the subcommands, one per <name>_command.cc; cli/commands.cc lists them.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "cli/command.h"
+
+namespace fsdp::cli {
+
+int run_layout_command(std::span<const std::string> args, Io& io);
+
+}  // namespace fsdp::cli

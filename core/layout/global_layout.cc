@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/layout/global_layout.h"
+
+#include "core/base/check.h"
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+#include "core/layout/internal/radix_sort.h"
+#include "core/layout/internal/row_alignment.h"
+
+namespace fsdp {
+
+namespace {
+
+using internal::tensor_name;
+
+Error invalid(std::string message) {
+  return Error(ErrorCode::kInvalidArgument, std::move(message));
+}
+
+}  // namespace
+
+Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
+                                          std::vector<std::int64_t> tensor_to_offset,
+                                          std::int64_t size,
+                                          std::vector<std::int64_t> rank_to_offset) {
+  // Invariant 1: size and one offset per shape.
+  if (size < 0) {
+    return invalid(str_cat("layout size must be non-negative, got ", size));
+  }
+  if (tensor_shapes.size() != tensor_to_offset.size()) {
+    return invalid(str_cat("layout has ", tensor_shapes.size(), " tensor shapes but ",
+                           tensor_to_offset.size(), " tensor offsets; expected one per shape"));
+  }
+  // Invariant 2: rank offsets.
+  if (rank_to_offset.empty()) {
+    return invalid("layout rank_to_offset is empty; expected one offset per rank (at least 1)");
+  }
+  if (rank_to_offset[0] != 0) {
+    return invalid(str_cat("rank 0 offset is ", rank_to_offset[0], "; expected 0"));
+  }
+  for (std::size_t k = 1; k < rank_to_offset.size(); ++k) {
+    if (rank_to_offset[k] < rank_to_offset[k - 1]) {
+      return invalid(str_cat("rank ", k, " offset ", rank_to_offset[k], " is below rank ", k - 1,
+                             " offset ", rank_to_offset[k - 1],
+                             "; expected non-decreasing rank offsets"));
+    }
+  }
+  if (rank_to_offset.back() > size) {
+    return invalid(str_cat("rank ", rank_to_offset.size() - 1, " offset ", rank_to_offset.back(),
+                           " exceeds layout size ", size, "; expected at most ", size));
+  }
+  // Invariant 3: every tensor inside [0, size).
+  for (std::size_t i = 0; i < tensor_shapes.size(); ++i) {
+    const auto index = static_cast<std::int64_t>(i);
+    const std::int64_t start = tensor_to_offset[i];
+    if (start < 0) {
+      return invalid(str_cat(tensor_name(index, tensor_shapes[i]), " offset is ", start,
+                             "; expected a non-negative offset"));
+    }
+    std::int64_t end = 0;
+    if (!checked_add(start, tensor_shapes[i].numel(), &end) || end > size) {
+      return invalid(str_cat(tensor_name(index, tensor_shapes[i]), " range [", start, ", ", start,
+                             " + ", tensor_shapes[i].numel(), ") exceeds layout size ", size));
+    }
+  }
+  // Invariant 4: non-empty ranges sorted by start are disjoint. Radix sort: O(n).
+  std::vector<internal::KeyIndex> starts;
+  starts.reserve(tensor_shapes.size());
+  std::vector<std::int64_t> numel_of(tensor_shapes.size());  // compact for the random reads below
+  bool sorted = true;
+  for (std::size_t i = 0; i < tensor_shapes.size(); ++i) {
+    numel_of[i] = tensor_shapes[i].numel();
+    if (numel_of[i] > 0) {
+      const auto key = static_cast<std::uint64_t>(tensor_to_offset[i]);
+      sorted = sorted && (starts.empty() || starts.back().key <= key);
+      starts.push_back({key, i});
+    }
+  }
+  if (!sorted) {
+    internal::stable_radix_sort(starts);
+  }
+  for (std::size_t j = 1; j < starts.size(); ++j) {
+    const auto prev = static_cast<std::size_t>(starts[j - 1].index);
+    const auto next = static_cast<std::size_t>(starts[j].index);
+    const std::int64_t prev_end = tensor_to_offset[prev] + numel_of[prev];
+    if (static_cast<std::int64_t>(starts[j].key) < prev_end) {
+      return invalid(str_cat(
+          tensor_name(static_cast<std::int64_t>(next), tensor_shapes[next]), " range [",
+          tensor_to_offset[next], ", ", tensor_to_offset[next] + tensor_shapes[next].numel(),
+          ") overlaps ", tensor_name(static_cast<std::int64_t>(prev), tensor_shapes[prev]),
+          " range [", tensor_to_offset[prev], ", ", prev_end, "); expected a start >= ", prev_end));
+    }
+  }
+
+  GlobalLayout layout;
+  layout.tensor_shapes_ = std::move(tensor_shapes);
+  layout.tensor_to_offset_ = std::move(tensor_to_offset);
+  layout.size_ = size;
+  layout.rank_to_offset_ = std::move(rank_to_offset);
+  return layout;
+}
+
+std::int64_t GlobalLayout::rank_size(std::int64_t k) const {
+  FSDP_CHECK(k >= 0 && k < dp_size()) << "rank " << k << " outside [0, " << dp_size() << ")";
+  const auto uk = static_cast<std::size_t>(k);
+  const std::int64_t end = uk + 1 < rank_to_offset_.size() ? rank_to_offset_[uk + 1] : size_;
+  return end - rank_to_offset_[uk];
+}
+
+bool GlobalLayout::has_equal_shard_sizes() const {
+  const std::int64_t first = rank_size(0);
+  for (std::int64_t k = 1; k < dp_size(); ++k) {
+    if (rank_size(k) != first) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Range GlobalLayout::get_tensor_range(std::int64_t i) const {
+  FSDP_CHECK(i >= 0 && i < num_tensors())
+      << "tensor " << i << " outside [0, " << num_tensors() << ")";
+  const auto ui = static_cast<std::size_t>(i);
+  return Range{tensor_to_offset_[ui], tensor_shapes_[ui].numel()};
+}
+
+}  // namespace fsdp

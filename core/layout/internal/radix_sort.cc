@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/layout/internal/radix_sort.h"
+
+#include <algorithm>
+#include <array>
+
+namespace fsdp::internal {
+
+void stable_radix_sort(std::vector<KeyIndex>& items) {
+  constexpr int kBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+  constexpr std::uint64_t kMask = kBuckets - 1;
+  if (items.size() < 2) {
+    return;
+  }
+  // Small inputs: a stable comparison sort is cheaper than even one counting pass.
+  if (items.size() < 256) {
+    std::stable_sort(items.begin(), items.end(),
+                     [](const KeyIndex& a, const KeyIndex& b) { return a.key < b.key; });
+    return;
+  }
+  std::uint64_t max_key = 0;
+  for (const KeyIndex& it : items) {
+    max_key = std::max(max_key, it.key);
+  }
+  std::vector<KeyIndex> scratch(items.size());
+  std::array<std::size_t, kBuckets> count{};
+  for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += kBits) {
+    count.fill(0);
+    for (const KeyIndex& it : items) {
+      ++count[(it.key >> shift) & kMask];
+    }
+    std::size_t sum = 0;
+    for (std::size_t& c : count) {
+      const std::size_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (const KeyIndex& it : items) {
+      scratch[count[(it.key >> shift) & kMask]++] = it;
+    }
+    items.swap(scratch);
+  }
+}
+
+}  // namespace fsdp::internal

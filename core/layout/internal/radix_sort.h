@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stable LSD radix sort of (key, index) pairs: the O(n) replacement for the comparison sorts on the
+// layout hot paths (fragment order, ranges by start). Passes = ceil(bits(max key) / 11).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fsdp::internal {
+
+struct KeyIndex {
+  std::uint64_t key = 0;
+  std::uint64_t index = 0;
+};
+
+// Sorts items by key ascending; items with equal keys keep their relative order.
+void stable_radix_sort(std::vector<KeyIndex>& items);
+
+}  // namespace fsdp::internal

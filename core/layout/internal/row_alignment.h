@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared checks of the row-atomic builders and validators (spec §1.3, §2.2): naming a tensor in
+// messages, the per-tensor shape checks in the reference's order, and the overflow-checked chunk.
+#pragma once
+
+#include "core/base/expected.h"
+#include "core/layout/shape.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace fsdp::internal {
+
+// "tensor 3 shape (4, 4)": how every layout message names a tensor.
+std::string tensor_name(std::int64_t index, const Shape& shape);
+
+// The row/block alignment block_size * row_size of tensor `index` after the reference's per-tensor
+// checks, in order: at least one dim, row size > 0, dim 0 % block_size == 0 (kInvalidArgument);
+// the product beyond int64 is kOutOfRange. Requires block_size > 0.
+Expected<std::int64_t> checked_row_alignment(std::int64_t index, const Shape& shape,
+                                             std::int64_t block_size);
+
+// lcm of all alignments (1 when empty); kOutOfRange naming the tensor at which it leaves int64.
+Expected<std::int64_t> checked_chunk(std::span<const Shape> shapes,
+                                     std::span<const std::int64_t> alignments);
+
+}  // namespace fsdp::internal

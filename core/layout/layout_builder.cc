@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PADDED builder reproduces the reference's quadratic first-fit algorithm (spec §2.2) exactly,
+// with two segment trees instead of rescans; docs/design/layouts.md gives the argument.
+#include "core/layout/layout_builder.h"
+
+#include "core/base/check.h"
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+#include "core/layout/internal/radix_sort.h"
+#include "core/layout/internal/row_alignment.h"
+#include "core/layout/layout_validation.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fsdp {
+
+namespace {
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+// k * size and b * dp reach 2^126: exact comparisons need 128 bits (GCC and Clang builtin).
+__extension__ typedef __int128 I128;
+// RankId is an int32: a layout for more ranks cannot be addressed (and would not fit in memory).
+constexpr std::int64_t kMaxDpSize = std::numeric_limits<std::int32_t>::max();
+
+Error out_of_range(std::string message) {
+  return Error(ErrorCode::kOutOfRange, std::move(message));
+}
+
+Status check_dp_size(std::int64_t dp_size) {
+  if (dp_size <= 0) {
+    return Error(ErrorCode::kInvalidArgument, str_cat("dp size must be positive, got ", dp_size));
+  }
+  if (dp_size > kMaxDpSize) {
+    return out_of_range(
+        str_cat("dp size must be at most ", kMaxDpSize, " (int32 ranks), got ", dp_size));
+  }
+  return ok_status();
+}
+
+// §2.2 step 1 and the per-tensor loop of step 2 (dp, block, shapes in id order); then the chunk.
+struct RowAtomicInputs {
+  std::vector<std::int64_t> alignments;
+  std::int64_t chunk = 1;
+};
+
+Expected<RowAtomicInputs> check_row_atomic_inputs(std::span<const Shape> shapes,
+                                                  std::int64_t dp_size, std::int64_t block_size) {
+  FSDP_RETURN_IF_ERROR(check_dp_size(dp_size));
+  if (block_size <= 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("block size must be positive, got ", block_size));
+  }
+  RowAtomicInputs in;
+  in.alignments.reserve(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    FSDP_TRY(const std::int64_t a,
+             internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
+    in.alignments.push_back(a);
+  }
+  // The reference's lcm cannot overflow (Python ints), so every shape error above takes precedence
+  // over an lcm overflow here.
+  FSDP_TRY(in.chunk, internal::checked_chunk(shapes, in.alignments));
+  return in;
+}
+
+// Min segment tree over a fixed number of leaves with "leftmost leaf <= threshold" descent. Leaves
+// hold kInt64Max when inactive.
+class MinTree {
+ public:
+  explicit MinTree(std::size_t n) {
+    while (base_ < n) {
+      base_ *= 2;
+    }
+    node_.assign(2 * base_, kInt64Max);
+  }
+  // Sets leaves from values (size <= leaf count) in O(n).
+  void build(const std::vector<std::int64_t>& values) {
+    std::copy(values.begin(), values.end(), node_.begin() + static_cast<std::ptrdiff_t>(base_));
+    for (std::size_t v = base_ - 1; v >= 1; --v) {
+      node_[v] = std::min(node_[2 * v], node_[2 * v + 1]);
+    }
+  }
+  void set(std::size_t leaf, std::int64_t value) {
+    std::size_t v = leaf + base_;
+    node_[v] = value;
+    for (v /= 2; v >= 1; v /= 2) {
+      const std::int64_t m = std::min(node_[2 * v], node_[2 * v + 1]);
+      if (node_[v] == m) {
+        break;
+      }
+      node_[v] = m;
+    }
+  }
+  // Leftmost leaf with value <= threshold, or npos.
+  std::size_t leftmost_at_most(std::int64_t threshold) const {
+    if (node_[1] > threshold) {
+      return kNpos;
+    }
+    std::size_t v = 1;
+    while (v < base_) {
+      v = node_[2 * v] <= threshold ? 2 * v : 2 * v + 1;
+    }
+    return v - base_;
+  }
+
+  static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
+
+ private:
+  std::size_t base_ = 1;
+  std::vector<std::int64_t> node_;
+};
+
+Error overflow_error(std::string_view what) {
+  return out_of_range(str_cat("padded layout overflows int64 while ", what,
+                              "; expected a total size of at most ", kInt64Max, " elements"));
+}
+
+// The PADDED offsets of §2.2 (inputs already checked). Returns the end of the last placement
+// ("next" after the tail) through *end.
+Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes,
+                                                   const std::vector<std::int64_t>& align,
+                                                   std::int64_t chunk, std::int64_t* end) {
+  const std::size_t n = shapes.size();
+  std::vector<std::int64_t> offsets(n, 0);
+  auto name = [&](std::size_t i) {
+    return internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]);
+  };
+
+  // Step 3: regulars in id order; fragments in the global order (numel desc, id asc), which a
+  // stable radix sort on (max_numel - numel) over the id-ordered fragments yields directly.
+  // numel by id: the walks below index it randomly, and it is far smaller than the shapes.
+  std::vector<std::int64_t> numel_of(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    numel_of[i] = shapes[i].numel();
+  }
+  std::vector<std::size_t> regulars;
+  std::vector<internal::KeyIndex> frag_keys;
+  std::int64_t max_frag_numel = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t numel = numel_of[i];
+    if (numel >= chunk) {
+      regulars.push_back(i);
+    } else {
+      frag_keys.push_back({static_cast<std::uint64_t>(numel), i});
+      max_frag_numel = std::max(max_frag_numel, numel);
+    }
+  }
+  for (internal::KeyIndex& k : frag_keys) {
+    k.key = static_cast<std::uint64_t>(max_frag_numel) - k.key;
+  }
+  internal::stable_radix_sort(frag_keys);
+  // Per position p of the global order: tensor id, numel, alignment (contiguous for the walks).
+  const std::size_t num_frags = frag_keys.size();
+  std::vector<std::size_t> pos_id(num_frags);
+  std::vector<std::int64_t> pos_numel(num_frags);
+  std::vector<std::int64_t> pos_align(num_frags);
+  for (std::size_t p = 0; p < num_frags; ++p) {
+    const auto id = static_cast<std::size_t>(frag_keys[p].index);
+    pos_id[p] = id;
+    pos_numel[p] = numel_of[id];
+    pos_align[p] = align[id];
+  }
+  frag_keys = {};
+
+  // Fragment classes: whether a fragment fits a gap depends only on (numel, alignment), and the
+  // reference always takes the first remaining fragment that fits, so a class is consumed in
+  // position order. Only each class's first remaining fragment (its head) is in the tree;
+  // class_next[p] links p to the next position of its class. Equal numels are contiguous in the
+  // global order, so one forward pass with per-alignment "last seen in this numel run" slots
+  // builds the links.
+  constexpr std::size_t kNone = MinTree::kNpos;
+  std::vector<std::size_t> class_next(num_frags, kNone);
+  std::vector<std::int64_t> tree_keys(num_frags, kInt64Max);
+  {
+    std::unordered_map<std::int64_t, std::size_t> align_slot;
+    std::vector<std::size_t> slot_last;  // last position seen with this alignment
+    std::vector<std::size_t> slot_run;   // numel run in which it was seen
+    std::size_t run = 0;
+    for (std::size_t p = 0; p < num_frags; ++p) {
+      if (p > 0 && pos_numel[p] != pos_numel[p - 1]) {
+        ++run;
+      }
+      const auto [it, inserted] = align_slot.try_emplace(pos_align[p], slot_last.size());
+      if (inserted) {
+        slot_last.push_back(kNone);
+        slot_run.push_back(kNone);
+      }
+      const std::size_t slot = it->second;
+      if (slot_run[slot] == run) {
+        class_next[slot_last[slot]] = p;
+      } else {
+        tree_keys[p] = pos_numel[p];  // class head
+      }
+      slot_last[slot] = p;
+      slot_run[slot] = run;
+    }
+  }
+  MinTree frag_tree(num_frags);
+  frag_tree.build(tree_keys);
+  tree_keys = {};
+  std::vector<char> placed(num_frags, 0);
+
+  // Conjugate candidates: numel % chunk of each unconsumed regular (kInt64Max when 0 or consumed).
+  const std::size_t num_regs = regulars.size();
+  std::vector<std::int64_t> reg_keys(num_regs, kInt64Max);
+  for (std::size_t q = 0; q < num_regs; ++q) {
+    const std::int64_t rc = numel_of[regulars[q]] % chunk;
+    if (rc != 0) {
+      reg_keys[q] = rc;
+    }
+  }
+  MinTree reg_tree(num_regs);
+  reg_tree.build(reg_keys);
+  reg_keys = {};
+  std::vector<char> consumed(num_regs, 0);
+
+  std::vector<std::size_t> blocked;  // class heads that failed in the current gap
+  std::int64_t next = 0;
+  std::size_t head = 0;
+  while (true) {
+    while (head < num_regs && consumed[head] != 0) {
+      ++head;
+    }
+    if (head == num_regs) {
+      break;
+    }
+    // Step 4: pop the first regular T.
+    const std::size_t t = regulars[head];
+    const std::int64_t t_numel = numel_of[t];
+    consumed[head] = 1;
+    reg_tree.set(head, kInt64Max);
+    ++head;
+    offsets[t] = next;
+    const std::int64_t rem = t_numel % chunk;
+    std::int64_t gap_start = 0;
+    if (!checked_add(next, t_numel, &gap_start)) {
+      return overflow_error(str_cat("placing ", name(t)));
+    }
+    if (rem == 0) {
+      next = gap_start;
+      continue;
+    }
+    if (!checked_pad(gap_start, chunk, &next)) {
+      return overflow_error(str_cat("padding ", name(t), " to the chunk"));
+    }
+    std::int64_t gap_end = next;
+    // 4c: the first remaining regular (in id order; all remaining ones follow T) with
+    // 0 < rc <= chunk - rem.
+    const std::size_t q = reg_tree.leftmost_at_most(chunk - rem);
+    if (q != kNone) {
+      const std::size_t c = regulars[q];
+      consumed[q] = 1;
+      reg_tree.set(q, kInt64Max);
+      const std::int64_t rc = numel_of[c] % chunk;
+      offsets[c] = next - rc;
+      gap_end = offsets[c];
+      if (!checked_add(next, numel_of[c] - rc, &next)) {
+        return overflow_error(str_cat("placing conjugate ", name(c)));
+      }
+    }
+    // 4d: repeatedly place the first remaining fragment (global order) that fits. A fragment the
+    // reference skips earlier in the walk cannot fit later because gap_start only grows, so "first
+    // after the cursor" equals "first overall"; a class that fails is masked until the gap ends.
+    while (true) {
+      const std::size_t p = frag_tree.leftmost_at_most(gap_end - gap_start);
+      if (p == kNone) {
+        break;
+      }
+      std::int64_t at = 0;
+      if (checked_pad(gap_start, pos_align[p], &at) && at <= gap_end - pos_numel[p]) {
+        offsets[pos_id[p]] = at;
+        gap_start = at + pos_numel[p];
+        placed[p] = 1;
+        frag_tree.set(p, kInt64Max);
+        if (class_next[p] != kNone) {
+          frag_tree.set(class_next[p], pos_numel[class_next[p]]);
+        }
+      } else {
+        frag_tree.set(p, kInt64Max);
+        blocked.push_back(p);
+      }
+    }
+    for (const std::size_t p : blocked) {
+      frag_tree.set(p, pos_numel[p]);
+    }
+    blocked.clear();
+  }
+
+  // Step 5: the tail, in global fragment order.
+  for (std::size_t p = 0; p < num_frags; ++p) {
+    if (placed[p] != 0) {
+      continue;
+    }
+    if (!checked_pad(next, pos_align[p], &next)) {
+      return overflow_error(str_cat("aligning ", name(pos_id[p]), " in the tail"));
+    }
+    offsets[pos_id[p]] = next;
+    if (!checked_add(next, pos_numel[p], &next)) {
+      return overflow_error(str_cat("placing ", name(pos_id[p]), " in the tail"));
+    }
+  }
+  *end = next;
+  return offsets;
+}
+
+std::vector<Shape> to_vector(std::span<const Shape> shapes) {
+  return std::vector<Shape>(shapes.begin(), shapes.end());
+}
+
+}  // namespace
+
+Expected<GlobalLayout> build_row_atomic_layout(std::span<const Shape> shapes, std::int64_t dp_size,
+                                               std::int64_t block_size, ShardLayout shard_layout) {
+  if (shard_layout == ShardLayout::kUnpadded) {
+    return build_for_row_atomic_unpadding(shapes, dp_size, block_size);
+  }
+  return build_for_row_atomic(shapes, dp_size, block_size);
+}
+
+Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
+                                            std::int64_t block_size) {
+  FSDP_TRY(const RowAtomicInputs in, check_row_atomic_inputs(shapes, dp_size, block_size));
+  std::int64_t end = 0;
+  FSDP_TRY(std::vector<std::int64_t> offsets,
+           padded_offsets(shapes, in.alignments, in.chunk, &end));
+  // Step 6: pad to chunk * dp; equal segments.
+  std::int64_t unit = 0;
+  std::int64_t size = 0;
+  if (!checked_mul(in.chunk, dp_size, &unit) || !checked_pad(end, unit, &size)) {
+    return out_of_range(str_cat("padded layout size overflows int64: data ends at ", end,
+                                " and must be padded to a multiple of chunk ", in.chunk,
+                                " times dp size ", dp_size));
+  }
+  const std::int64_t segment = size / dp_size;
+  std::vector<std::int64_t> rank_to_offset(static_cast<std::size_t>(dp_size));
+  for (std::size_t k = 0; k < rank_to_offset.size(); ++k) {
+    rank_to_offset[k] = static_cast<std::int64_t>(k) * segment;
+  }
+  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
+                                                   std::move(rank_to_offset)));
+  // Step 7.
+  const Status valid = validate_for_row_atomic(layout, block_size);
+  FSDP_CHECK(valid.ok()) << "padded layout failed validation: " << valid.error().message();
+  return layout;
+}
+
+Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> shapes,
+                                                      std::int64_t dp_size,
+                                                      std::int64_t block_size) {
+  FSDP_RETURN_IF_ERROR(check_dp_size(dp_size));
+  if (block_size <= 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("block size must be positive, got ", block_size));
+  }
+  std::vector<std::int64_t> align(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    FSDP_TRY(align[i],
+             internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
+  }
+  // Packed offsets in id order.
+  std::vector<std::int64_t> offsets(shapes.size());
+  std::int64_t size = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    offsets[i] = size;
+    if (!checked_add(size, shapes[i].numel(), &size)) {
+      return out_of_range(str_cat("unpadded layout size overflows int64 at ",
+                                  internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]),
+                                  ": offset ", offsets[i], " plus numel ", shapes[i].numel(),
+                                  " exceeds ", kInt64Max));
+    }
+  }
+  // Boundary k: the row/block boundary of the tensor containing t_k = k*size/dp nearest to t_k
+  // (ties to the lower one). Everything is scaled by dp and compared in __int128, so t_k is never
+  // rounded. The ideal points increase with k, so one pointer walks the tensors.
+  const I128 dp = dp_size;
+  std::vector<std::int64_t> rank_to_offset(static_cast<std::size_t>(dp_size), 0);
+  std::size_t t = 0;
+  for (std::int64_t k = 1; k < dp_size; ++k) {
+    const I128 ideal = static_cast<I128>(k) * size;  // t_k * dp
+    while (t < shapes.size() && (static_cast<I128>(offsets[t]) + shapes[t].numel()) * dp <= ideal) {
+      ++t;  // tensor t ends at or before t_k (zero-numel tensors never contain a point)
+    }
+    std::int64_t b = size;
+    if (t < shapes.size()) {
+      const I128 d = ideal - static_cast<I128>(offsets[t]) * dp;  // (t_k - offset) * dp >= 0
+      const I128 step = static_cast<I128>(align[t]) * dp;
+      const I128 j = d / step;
+      const I128 below = d - j * step;
+      const I128 above = step - below;
+      const I128 chosen = below <= above ? j : j + 1;
+      b = offsets[t] + static_cast<std::int64_t>(chosen) * align[t];
+    }
+    rank_to_offset[static_cast<std::size_t>(k)] = b;
+  }
+  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
+                                                   std::move(rank_to_offset)));
+  const Status valid = validate_for_row_atomic_unpadded(layout, block_size);
+  FSDP_CHECK(valid.ok()) << "unpadded layout failed validation: " << valid.error().message();
+  return layout;
+}
+
+Expected<GlobalLayout> build_for_tensor_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
+                                               std::span<const std::int64_t> tensor_owners) {
+  FSDP_RETURN_IF_ERROR(check_dp_size(dp_size));
+  if (tensor_owners.size() != shapes.size()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("the number of tensor owners must match the number of tensors: expected ",
+                         shapes.size(), ", got ", tensor_owners.size()));
+  }
+  const auto dp = static_cast<std::size_t>(dp_size);
+  std::vector<std::int64_t> per_rank(dp, 0);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const std::int64_t owner = tensor_owners[i];
+    if (owner < 0 || owner >= dp_size) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]),
+                           " owner must be an integer within the range of data parallel size [0, ",
+                           dp_size, "), got ", owner));
+    }
+    auto& load = per_rank[static_cast<std::size_t>(owner)];
+    if (!checked_add(load, shapes[i].numel(), &load)) {
+      return out_of_range(str_cat("tensor-atomic rank ", owner, " size overflows int64 at ",
+                                  internal::tensor_name(static_cast<std::int64_t>(i), shapes[i])));
+    }
+  }
+  std::vector<std::int64_t> rank_to_offset(dp, 0);
+  std::int64_t size = 0;
+  for (std::size_t k = 0; k < dp; ++k) {
+    rank_to_offset[k] = size;
+    if (!checked_add(size, per_rank[k], &size)) {
+      return out_of_range(str_cat("tensor-atomic layout size overflows int64 at rank ", k,
+                                  ": expected at most ", kInt64Max, " elements"));
+    }
+  }
+  std::vector<std::int64_t> cursor = rank_to_offset;
+  std::vector<std::int64_t> offsets(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    auto& c = cursor[static_cast<std::size_t>(tensor_owners[i])];
+    offsets[i] = c;
+    c += shapes[i].numel();
+  }
+  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
+                                                   std::move(rank_to_offset)));
+  const Status valid = validate_for_tensor_atomic(layout);
+  FSDP_CHECK(valid.ok()) << "tensor-atomic layout failed validation: " << valid.error().message();
+  return layout;
+}
+
+Expected<std::vector<std::int64_t>> row_atomic_alignments(std::span<const Shape> shapes,
+                                                          std::int64_t block_size) {
+  if (block_size <= 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("block size must be positive, got ", block_size));
+  }
+  std::vector<std::int64_t> out;
+  out.reserve(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].ndim() == 0) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]),
+                           " has 0 dims; expected at least 1 dim for a row alignment"));
+    }
+    std::int64_t a = 0;
+    if (!checked_mul(block_size, shapes[i].row_size(), &a)) {
+      return out_of_range(str_cat(internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]),
+                                  " alignment overflows int64: block size ", block_size,
+                                  " times row size ", shapes[i].row_size(), " exceeds ",
+                                  kInt64Max));
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace fsdp
