@@ -9,8 +9,16 @@ namespace fsdp::cli {
 
 std::span<const Command> all_commands() {
   static constexpr std::array kCommands = {
+      Command{"model", "show a model's FSDP units, tensors, parameters and FLOPs",
+              &run_model_command},
+      Command{"hardware", "list or show hardware presets and custom cluster files",
+              &run_hardware_command},
       Command{"layout", "lay out tensors into a DBuffer and draw each rank's segment",
               &run_layout_command},
+      Command{"schedule", "build one optimizer step's schedule IR and print it (text, JSON, DOT)",
+              &run_schedule_command},
+      Command{"simulate", "simulate one optimizer step on a virtual mesh (time, overlap, memory)",
+              &run_simulate_command},
   };
   return kCommands;
 }

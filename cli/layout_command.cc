@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
+#include "core/model/param_groups.h"
 #include "viz/layout_ascii.h"
 #include "viz/layout_report.h"
 
@@ -23,7 +25,7 @@ namespace fsdp::cli {
 namespace {
 
 constexpr std::string_view kUsage =
-    "layout (--shapes LIST | --input FILE) --dp N [--block B] [--shard-layout padded|unpadded]\n"
+    "layout (--shapes LIST | --input FILE | --model M [--unit U]) --dp N [--block B] [--shard-layout padded|unpadded]\n"
     "                      [--placement row|block|tensor [--owners LIST | --plan-owners]]\n"
     "                      [--format ascii|json|table] [--dtype bf16|fp16|fp32|fp8]";
 
@@ -36,13 +38,52 @@ constexpr std::string_view kDescription =
     "examples:\n"
     "  fsdpsim layout --shapes 2x6,4x4,4x4,1x2,1x6 --dp 5\n"
     "  fsdpsim layout --shapes 2x6,4x4,1x2 --dp 2 --shard-layout unpadded --format table\n"
-    "  fsdpsim layout --input tensors.json --dp 16 --placement tensor --plan-owners --format json\n\n"
-    "--input FILE holds {\"tensors\": [{\"name\": \"w1\", \"shape\": [4096, 14336]}, ...]}.";
+    "  fsdpsim layout --input tensors.json --dp 16 --placement tensor --plan-owners --format json\n"
+    "  fsdpsim layout --model llama-3-8b --unit layers.0 --dp 16\n\n"
+    "--input FILE holds {\"tensors\": [{\"name\": \"w1\", \"shape\": [4096, 14336]}, ...]}.\n"
+    "--model takes a preset name (fsdpsim model --list) or a hub config.json / model JSON file;\n"
+    "the tensors are the first parameter group of --unit (default: the first decoder layer).";
 
 struct NamedShapes {
   std::vector<Shape> shapes;
   std::vector<std::string> names;
 };
+
+// The first parameter group of one unit of a model: what fully_shard lays out in one DBuffer.
+Expected<NamedShapes> shapes_from_model(const std::string& model_arg, std::string unit_name) {
+  FSDP_TRY(Model model, load_model_argument(model_arg));
+  if (unit_name.empty()) {
+    unit_name = model.find_unit("layers.0") >= 0 ? "layers.0" : model.units().front().name();
+  }
+  const std::int64_t u = model.find_unit(unit_name);
+  if (u < 0) {
+    std::vector<std::string> names;
+    for (const Unit& unit : model.units()) {
+      names.push_back(unit.name());
+      if (names.size() == 6) {
+        names.push_back("...");
+        break;
+      }
+    }
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("model '", model.name(), "' has no unit '", unit_name,
+                         "'; expected one of ", join(names, ", ")));
+  }
+  const Unit& unit = model.units()[static_cast<std::size_t>(u)];
+  const std::vector<ParamGrouping> groups = group_params(unit.params());
+  if (groups.empty()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("unit '", unit_name, "' of model '", model.name(),
+                         "' has no parameters; expected at least one"));
+  }
+  NamedShapes out;
+  for (std::int64_t pi : groups.front().param_indices) {
+    const Param& p = unit.params()[static_cast<std::size_t>(pi)];
+    out.shapes.push_back(p.shape());
+    out.names.push_back(p.name());
+  }
+  return out;
+}
 
 Expected<NamedShapes> shapes_from_list(const std::string& list) {
   NamedShapes out;
@@ -171,9 +212,13 @@ int run_layout_command(std::span<const std::string> args, Io& io) {
   std::string owners_text;
   std::string format;
   std::string dtype = "bf16";
+  std::string model_arg;
+  std::string unit_name;
   desc.add_options()
       ("shapes", po::value(&shapes_text), "comma-separated shapes, dims separated by 'x': 2x6,4x4,18")
       ("input", po::value(&input_path), "JSON file {\"tensors\": [{\"name\", \"shape\"}, ...]}")
+      ("model", po::value(&model_arg), "model preset or config file (layout of one unit)")
+      ("unit", po::value(&unit_name), "with --model: the unit to lay out (default layers.0)")
       ("dp", po::value(&dp)->required(), "number of data-parallel rank segments (>= 1)")
       ("block", po::value(&block)->default_value(1), "rows kept together on one rank (BlockAtomic)")
       ("shard-layout", po::value(&shard_layout_text)->default_value("padded"), "padded | unpadded")
@@ -188,8 +233,11 @@ int run_layout_command(std::span<const std::string> args, Io& io) {
     return *done;
   }
   const std::string kCmd = "layout";
-  if (vm.count("shapes") + vm.count("input") != 1) {
-    return report_usage_error(io, kCmd, "give exactly one of --shapes and --input");
+  if (vm.count("shapes") + vm.count("input") + vm.count("model") != 1) {
+    return report_usage_error(io, kCmd, "give exactly one of --shapes, --input and --model");
+  }
+  if (vm.count("unit") != 0 && vm.count("model") == 0) {
+    return report_usage_error(io, kCmd, "--unit needs --model");
   }
   if (placement != "row" && placement != "block" && placement != "tensor") {
     return report_usage_error(
@@ -220,8 +268,9 @@ int run_layout_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, kCmd, bytes.error().message());
   }
 
-  auto named = vm.count("shapes") != 0 ? shapes_from_list(shapes_text)
-                                       : shapes_from_json_file(input_path);
+  auto named = vm.count("shapes") != 0  ? shapes_from_list(shapes_text)
+               : vm.count("input") != 0 ? shapes_from_json_file(input_path)
+                                        : shapes_from_model(model_arg, unit_name);
   if (!named) {
     return report_error(io, named.error());
   }

@@ -10,5 +10,9 @@
 namespace fsdp::cli {
 
 int run_layout_command(std::span<const std::string> args, Io& io);
+int run_schedule_command(std::span<const std::string> args, Io& io);
+int run_model_command(std::span<const std::string> args, Io& io);
+int run_hardware_command(std::span<const std::string> args, Io& io);
+int run_simulate_command(std::span<const std::string> args, Io& io);
 
 }  // namespace fsdp::cli

@@ -4,14 +4,14 @@
 // get_local_range must reject with an Error.
 #pragma once
 
-#include <cstdint>
-#include <ostream>
-#include <vector>
-
 #include "core/layout/local_range.h"
 #include "properties/gen/gen_tensor_shape.h"
 
 #include <rapidcheck.h>
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
 
 namespace fsdp::gen {
 

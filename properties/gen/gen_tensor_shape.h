@@ -5,6 +5,10 @@
 // block and non-leading dims >= 1; their row sizes keep lcm * dp * block far below 2^63.
 #pragma once
 
+#include "core/layout/shape.h"
+
+#include <rapidcheck.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -15,10 +19,6 @@
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include "core/layout/shape.h"
-
-#include <rapidcheck.h>
 
 namespace fsdp::gen {
 
@@ -311,7 +311,7 @@ inline rc::Gen<Invalid<LayoutInput>> invalid_row_atomic_input() {
 // alignments) beyond int64 through many coprime row sizes, and chunk * dp beyond int64.
 inline rc::Gen<Invalid<LayoutInput>> invalid_padded_only_input() {
   using Bad = Invalid<LayoutInput>;
-  // 30 primes in [41, 173]; any 12 of them multiply to more than 41^12 > 2^64.
+  // 28 primes in [41, 173]; any 12 distinct ones multiply to more than 41^12 > 2^64.
   static const std::vector<std::int64_t> kPrimes = {41,  43,  47,  53,  59,  61,  67,  71,
                                                     73,  79,  83,  89,  97,  101, 103, 107,
                                                     109, 113, 127, 131, 137, 139, 149, 151,
@@ -325,7 +325,7 @@ inline rc::Gen<Invalid<LayoutInput>> invalid_padded_only_input() {
         return Bad{LayoutInput{std::move(shapes), dp, 1}, "lcm of coprime row sizes overflows"};
       },
       rc::gen::container<std::vector<std::int64_t>>(
-          14, rc::gen::elementOf(kPrimes)),  // duplicates are possible; 14 draws keep >= 12 distinct
+          14, rc::gen::elementOf(kPrimes)),  // duplicates possible; suchThat keeps >= 12 distinct
       dp_size(), valid_shapes(1));
   auto chunk_dp = rc::gen::apply(
       [](std::int64_t row_log2, std::int64_t extra_dp) {
@@ -376,8 +376,8 @@ inline rc::Gen<Invalid<TensorAtomicInput>> invalid_tensor_atomic_input() {
             in.owners.push_back(0);
           }
         } else {
-          in.owners.resize(in.owners.size() - std::min<std::size_t>(
-                                                  in.owners.size(), static_cast<std::size_t>(-delta)));
+          const auto drop = std::min(in.owners.size(), static_cast<std::size_t>(-delta));
+          in.owners.resize(in.owners.size() - drop);
         }
         return Bad{std::move(in), "owner count differs from tensor count"};
       },

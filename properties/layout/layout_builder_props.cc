@@ -4,11 +4,6 @@
 // are the nearest legal row boundaries, and invalid input always gives an Error.
 #include "core/layout/layout_builder.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <set>
-#include <vector>
-
 #include "core/base/strings.h"
 #include "core/layout/layout_validation.h"
 #include "core/layout/owner_planner.h"
@@ -18,6 +13,11 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <vector>
 
 namespace fsdp {
 namespace {

@@ -4,6 +4,13 @@
 // violation, or an empty string.
 #pragma once
 
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+#include "core/layout/global_layout.h"
+#include "core/layout/shape.h"
+
+#include <rapidcheck.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <exception>
@@ -11,13 +18,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include "core/base/checked_math.h"
-#include "core/base/strings.h"
-#include "core/layout/global_layout.h"
-#include "core/layout/shape.h"
-
-#include <rapidcheck.h>
 
 namespace fsdp::props {
 

@@ -3,10 +3,6 @@
 // overlap count and add up to the segment sizes and the layout totals.
 #include "core/layout/layout_stats.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <vector>
-
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
 #include "properties/gen/gen_tensor_shape.h"
@@ -15,16 +11,21 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 namespace fsdp {
 namespace {
 
 RC_GTEST_PROP(LayoutStatsProps, RankElementsMatchBruteForceOverlapAndAddUp, ()) {
   const gen::LayoutInput in = *gen::valid_layout_input();
   const int kind = *rc::gen::element(0, 1, 2);
-  const auto layout = kind == 0   ? build_for_row_atomic(in.shapes, in.dp, in.block)
-                      : kind == 1 ? build_for_row_atomic_unpadding(in.shapes, in.dp, in.block)
-                                  : build_for_tensor_atomic(
-                                        in.shapes, in.dp, plan_tensor_owners(in.shapes, in.dp).value());
+  const auto layout =
+      kind == 0   ? build_for_row_atomic(in.shapes, in.dp, in.block)
+      : kind == 1 ? build_for_row_atomic_unpadding(in.shapes, in.dp, in.block)
+                  : build_for_tensor_atomic(in.shapes, in.dp,
+                                            plan_tensor_owners(in.shapes, in.dp).value());
   RC_ASSERT(layout.has_value());
   const LayoutStats stats =
       props::no_throw("compute_layout_stats", [&] { return compute_layout_stats(*layout); });

@@ -4,9 +4,6 @@
 // off a row boundary.
 #include "core/layout/layout_validation.h"
 
-#include <cstdint>
-#include <vector>
-
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
 #include "properties/gen/gen_tensor_shape.h"
@@ -14,6 +11,9 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+
+#include <cstdint>
+#include <vector>
 
 namespace fsdp {
 namespace {

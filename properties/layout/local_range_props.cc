@@ -4,10 +4,6 @@
 // (HFSDP nesting), [R,R] is the whole buffer, and invalid requests give an Error.
 #include "core/layout/local_range.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <vector>
-
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
@@ -17,6 +13,10 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
 
 namespace fsdp {
 namespace {

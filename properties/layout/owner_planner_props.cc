@@ -4,16 +4,16 @@
 // bound), and dp <= 0 gives an Error.
 #include "core/layout/owner_planner.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <vector>
-
 #include "core/base/strings.h"
 #include "properties/gen/gen_tensor_shape.h"
 #include "properties/layout/layout_checks.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
 
 namespace fsdp {
 namespace {

@@ -23,16 +23,16 @@
 //      --benchmark_report_aggregates_only=true
 #include "core/layout/layout_builder.h"
 
-#include <cstdint>
-#include <map>
-#include <random>
-#include <vector>
-
 #include "core/layout/owner_planner.h"
 #include "core/layout/shape.h"
 #include "tests/core/layout/reference_row_atomic.h"
 
 #include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
 
 namespace fsdp {
 namespace {

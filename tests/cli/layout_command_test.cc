@@ -154,6 +154,21 @@ TEST(LayoutCommandTest, LargeLayoutsCollapseRowsAndRanks) {
   }
 }
 
+TEST(LayoutCommandTest, ModelUnitLayoutUsesTheUnitsParameters) {
+  Result r = run_layout({"--model", "llama-3-8b", "--unit", "layers.0", "--dp", "16",
+                         "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  // q, k, v, o, gate, up, down and two norms of one Llama 3 8B decoder layer.
+  ASSERT_EQ(j["tensors"].size(), 9u);
+  EXPECT_EQ(j["statistics"]["data_elements"], 218112000);
+  EXPECT_EQ(j["size"].get<std::int64_t>() % 16, 0);
+  Result bad = run_layout({"--model", "llama-3-8b", "--unit", "nope", "--dp", "16"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("no unit 'nope'"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_layout({"--shapes", "2x2", "--unit", "x", "--dp", "2"}).code, 2);
+}
+
 TEST(FsdpsimExecutableTest, VersionHelpAndUnknownCommand) {
   Result v = run_exe("--version");
   EXPECT_EQ(v.code, 0);

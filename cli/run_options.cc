@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli/run_options.h"
+
+#include "core/base/strings.h"
+#include "core/mesh/strategy.h"
+#include "core/model/model_loader.h"
+#include "core/model/model_presets.h"
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+
+void add_run_options(po::options_description& desc, RunOptions* o) {
+  desc.add_options()
+      ("model", po::value(&o->model)->default_value(o->model),
+       "preset name (fsdpsim model --list) or a hub config.json / fsdpsim model JSON file")
+      ("mesh", po::value(&o->mesh)->default_value(o->mesh),
+       "device mesh, outermost axis first: dp=16 or dp_outer=2,dp_inner=8")
+      ("strategy", po::value(&o->strategy)->default_value(o->strategy),
+       "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
+      ("microbatches", po::value(&o->microbatches)->default_value(o->microbatches),
+       "microbatches accumulated per optimizer step")
+      ("shard-layout", po::value(&o->shard_layout)->default_value(o->shard_layout),
+       "padded | unpadded (unpadded needs a 1-axis mesh)")
+      ("block", po::value(&o->block)->default_value(o->block), "rows kept together (BlockAtomic)")
+      ("tensor-atomic", po::bool_switch(&o->tensor_atomic),
+       "TensorAtomic placements with planned owners (zero1/2/3)")
+      ("prefetch", po::value<std::string>()->notifier([o](const std::string& v) {
+         o->forward_prefetch = v;
+         o->backward_prefetch = v;
+       }),
+       "both directions: none | next(K) | budget(ELEMENTS) | a reference prefetch size")
+      ("forward-prefetch", po::value(&o->forward_prefetch), "forward direction only")
+      ("backward-prefetch", po::value(&o->backward_prefetch), "backward direction only")
+      ("max-inflight-all-gathers", po::value(&o->max_inflight)->default_value(o->max_inflight),
+       "cap on units holding gathered weights, 0 = unlimited")
+      ("unified-streams", po::bool_switch(&o->unified_streams),
+       "one stream for all-gathers and reduce-scatters")
+      ("recompute", po::bool_switch(&o->recompute), "activation recomputation in every unit")
+      ("main-params", po::value(&o->main_params)->default_value(o->main_params),
+       "main weight dtype: fp32 | bf16 | fp16")
+      ("optimizer", po::value(&o->optimizer)->default_value(o->optimizer),
+       "sgd | sgd-momentum | adam")
+      ("grad-scale", po::value(&o->grad_scale)->default_value(o->grad_scale),
+       "gradient multiplier after DP averaging")
+      ("seq-len", po::value(&o->seq_len)->default_value(o->seq_len), "tokens per sequence")
+      ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
+       "sequences per microbatch per rank");
+}
+
+Expected<Model> load_model_argument(const std::string& text) {
+  if (find_model_preset(text) != nullptr) {
+    return load_model_preset(text);
+  }
+  return load_model_file(text);
+}
+
+Expected<FsdpConfig> make_config(const RunOptions& o) {
+  auto ctx = [](const char* option, const Error& e) {
+    return e.with_context(str_cat("--", option));
+  };
+  auto mesh = parse_device_mesh(o.mesh);
+  if (!mesh) {
+    return ctx("mesh", mesh.error());
+  }
+  auto strategy = parse_strategy(o.strategy);
+  if (!strategy) {
+    return ctx("strategy", strategy.error());
+  }
+  FsdpOptions options;
+  auto layout = parse_shard_layout(o.shard_layout);
+  if (!layout) {
+    return ctx("shard-layout", layout.error());
+  }
+  options.shard_layout = *layout;
+  options.block_size = o.block;
+  options.num_microbatches = o.microbatches;
+  options.grad_scale = o.grad_scale;
+  options.recompute = o.recompute;
+  auto main = parse_dtype(o.main_params);
+  if (!main) {
+    return ctx("main-params", main.error());
+  }
+  auto mp = MixedPrecisionPolicy::make(*main, std::nullopt, std::nullopt);
+  if (!mp) {
+    return ctx("main-params", mp.error());
+  }
+  options.mixed_precision = *mp;
+  auto kind = parse_optimizer_kind(o.optimizer);
+  if (!kind) {
+    return ctx("optimizer", kind.error());
+  }
+  auto opt = OptimizerPolicy::make(*kind);
+  if (!opt) {
+    return ctx("optimizer", opt.error());
+  }
+  options.optimizer = *opt;
+  auto fwd = parse_prefetch_policy(o.forward_prefetch);
+  if (!fwd) {
+    return ctx("forward-prefetch", fwd.error());
+  }
+  auto bwd = parse_prefetch_policy(o.backward_prefetch);
+  if (!bwd) {
+    return ctx("backward-prefetch", bwd.error());
+  }
+  auto sched = SchedulePolicy::make(*fwd, *bwd, o.max_inflight, o.unified_streams);
+  if (!sched) {
+    return ctx("max-inflight-all-gathers", sched.error());
+  }
+  options.schedule = *sched;
+  return make_fsdp_config(*strategy, *mesh, options, o.tensor_atomic);
+}
+
+Expected<Workload> make_workload(const RunOptions& o) {
+  if (o.seq_len < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--seq-len is ", o.seq_len, "; expected >= 1"));
+  }
+  if (o.micro_batch_size < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--micro-batch-size is ", o.micro_batch_size, "; expected >= 1"));
+  }
+  return Workload{o.seq_len, o.micro_batch_size};
+}
+
+}  // namespace fsdp::cli

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim schedule`: build the schedule IR of one optimizer step and print it as a text listing
+// per rank class and stream, as JSON (with a summary of collective counts), or as Graphviz DOT
+// (rendered to SVG when the output file ends in .svg and `dot` is installed).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/run_options.h"
+#include "cli/subcommands.h"
+#include "core/base/strings.h"
+#include "viz/schedule_report.h"
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+namespace {
+
+constexpr std::string_view kUsage = "schedule [--model M] [--mesh AXES] [--strategy S] [options]";
+
+constexpr std::string_view kDescription =
+    "Builds the schedule of one optimizer step exactly as Megatron-FSDP v2's hooks would issue it:\n"
+    "per rank and stream, the all-gathers (demand and prefetch), compute, frees, reduce-scatters,\n"
+    "outer all-reduces (last microbatch only), the optimizer step and the post-step weight sync,\n"
+    "with every buffer allocation. Ranks with identical shards share one program (a class).\n\n"
+    "examples:\n"
+    "  fsdpsim schedule --model llama-3-8b --mesh dp=16 --microbatches 4\n"
+    "  fsdpsim schedule --mesh dp_outer=2,dp_inner=8 --strategy hsdp --format json\n"
+    "  fsdpsim schedule --model tiny.json --mesh dp=4 --format dot --output step.svg";
+
+bool command_exists(const char* name) {
+  const std::string cmd = str_cat("command -v ", name, " >/dev/null 2>&1");
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+int run_schedule_command(std::span<const std::string> args, Io& io) {
+  po::options_description desc("options");
+  RunOptions options;
+  add_run_options(desc, &options);
+  std::string format = "text";
+  std::string output;
+  std::int64_t max_ops = 200;
+  desc.add_options()
+      ("format", po::value(&format)->default_value("text"), "text | json | dot")
+      ("output,o", po::value(&output), "write to FILE; with --format dot and FILE.svg, render SVG")
+      ("max-ops", po::value(&max_ops)->default_value(200), "text: ops listed per stream");
+  po::variables_map vm;
+  if (auto done = parse_command_line("schedule", kUsage, kDescription, desc, args, vm, io)) {
+    return *done;
+  }
+  if (format != "text" && format != "json" && format != "dot") {
+    return report_usage_error(io, "schedule",
+                              str_cat("--format is '", format, "'; expected text, json or dot"));
+  }
+  auto model = load_model_argument(options.model);
+  if (!model) {
+    return report_error(io, model.error());
+  }
+  auto config = make_config(options);
+  if (!config) {
+    return report_error(io, config.error());
+  }
+  auto workload = make_workload(options);
+  if (!workload) {
+    return report_error(io, workload.error());
+  }
+  auto schedule = build_schedule(*model, *config, *workload);
+  if (!schedule) {
+    return report_error(io, schedule.error());
+  }
+  std::string text;
+  if (format == "json") {
+    text = viz::schedule_to_json(*schedule).dump(2) + "\n";
+  } else if (format == "dot") {
+    text = viz::render_schedule_dot(*schedule);
+  } else {
+    text = viz::render_schedule_text(*schedule, max_ops);
+  }
+  if (output.empty()) {
+    io.out << text;
+    return kExitOk;
+  }
+  const bool svg = format == "dot" && output.size() > 4 &&
+                   output.compare(output.size() - 4, 4, ".svg") == 0;
+  const std::string path = svg ? output.substr(0, output.size() - 4) + ".dot" : output;
+  {
+    std::ofstream out(path);
+    out << text;
+    if (!out) {
+      return report_error(io, Error(ErrorCode::kInvalidArgument,
+                                    str_cat("cannot write '", path, "'")));
+    }
+  }
+  if (svg) {
+    if (!command_exists("dot")) {
+      io.err << "fsdpsim: note: 'dot' (Graphviz) is not installed; wrote " << path
+             << " instead of " << output << "\n";
+      return kExitOk;
+    }
+    const std::string cmd = str_cat("dot -Tsvg '", path, "' -o '", output, "'");
+    if (std::system(cmd.c_str()) != 0) {
+      return report_error(io, Error(ErrorCode::kUnavailable,
+                                    str_cat("dot failed to render '", path, "' to '", output,
+                                            "'")));
+    }
+    io.out << "wrote " << output << " (and " << path << ")\n";
+  } else {
+    io.out << "wrote " << output << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace fsdp::cli

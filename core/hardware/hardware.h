@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hardware: what the planner and the simulator need to know about one kind of training node and
+// its network: devices per node, memory and peak dense math per device, HBM bandwidth, and the
+// bandwidth and latency of the intra-node (NVLink) and inter-node (network) links. All figures are
+// int64 in base units (bytes, FLOP/s, bytes/s, ns). Immutable; built by Hardware::make.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "core/base/expected.h"
+
+namespace fsdp {
+
+// The plain fields, as written in a hardware JSON file (docs/hardware.md).
+struct HardwareSpec {
+  std::string name;                      // "h100"
+  std::string description;               // free text, may be empty
+  std::int64_t devices_per_node = 0;     // GPUs sharing one NVLink domain
+  std::int64_t memory_bytes = 0;         // HBM per device
+  std::int64_t peak_bf16_flops = 0;      // dense (no sparsity) bf16 tensor FLOP/s per device
+  std::int64_t peak_fp32_flops = 0;      // dense fp32 (non-tensor) FLOP/s per device
+  std::int64_t hbm_bytes_per_s = 0;      // HBM bandwidth per device
+  std::int64_t intra_node_bytes_per_s = 0;  // NVLink, per device, per direction
+  std::int64_t intra_node_latency_ns = 0;
+  std::int64_t inter_node_bytes_per_s = 0;  // network, per device, per direction
+  std::int64_t inter_node_latency_ns = 0;
+  friend bool operator==(const HardwareSpec&, const HardwareSpec&) = default;
+};
+
+class Hardware {
+ public:
+  // Errors (kInvalidArgument), naming the field, the expected and the actual value: a bad name,
+  // a description with control characters, a count, size, rate or bandwidth < 1, a latency < 0.
+  static Expected<Hardware> make(HardwareSpec spec);
+
+  const HardwareSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  const std::string& description() const { return spec_.description; }
+  std::int64_t devices_per_node() const { return spec_.devices_per_node; }
+  std::int64_t memory_bytes() const { return spec_.memory_bytes; }
+  std::int64_t peak_bf16_flops() const { return spec_.peak_bf16_flops; }
+  std::int64_t peak_fp32_flops() const { return spec_.peak_fp32_flops; }
+  std::int64_t hbm_bytes_per_s() const { return spec_.hbm_bytes_per_s; }
+  std::int64_t intra_node_bytes_per_s() const { return spec_.intra_node_bytes_per_s; }
+  std::int64_t intra_node_latency_ns() const { return spec_.intra_node_latency_ns; }
+  std::int64_t inter_node_bytes_per_s() const { return spec_.inter_node_bytes_per_s; }
+  std::int64_t inter_node_latency_ns() const { return spec_.inter_node_latency_ns; }
+
+  friend bool operator==(const Hardware&, const Hardware&) = default;
+
+ private:
+  explicit Hardware(HardwareSpec spec) : spec_(std::move(spec)) {}
+  HardwareSpec spec_;
+};
+
+// Several lines: every field with its value in human units (GiB, TFLOP/s, GB/s, us).
+std::string to_string(const Hardware& hardware);
+std::ostream& operator<<(std::ostream& os, const Hardware& hardware);
+
+}  // namespace fsdp

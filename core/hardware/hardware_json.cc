@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/hardware/hardware_json.h"
+
+#include "core/base/strings.h"
+#include "core/model/json_fields.h"
+
+namespace fsdp {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& source) {
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown(
+      {"format", "version", "name", "description", "devices_per_node", "memory_bytes",
+       "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s", "intra_node_bytes_per_s",
+       "intra_node_latency_ns", "inter_node_bytes_per_s", "inter_node_latency_ns"}));
+  FSDP_TRY(const std::optional<std::string> format, r.get_optional_string("format"));
+  if (format && *format != kHardwareFormatName) {
+    return r.error("format", str_cat("\"", kHardwareFormatName, "\""),
+                   describe_json(*r.find("format")));
+  }
+  FSDP_TRY(const std::int64_t version, r.get_int_or("version", 1, kHardwareFormatVersion));
+  if (version != kHardwareFormatVersion) {
+    return r.error("version", str_cat(kHardwareFormatVersion), str_cat(version));
+  }
+  HardwareSpec spec;
+  FSDP_TRY(spec.name, r.get_string("name"));
+  FSDP_TRY(const std::optional<std::string> description, r.get_optional_string("description"));
+  spec.description = description.value_or("");
+  FSDP_TRY(spec.devices_per_node, r.get_int("devices_per_node", 1));
+  FSDP_TRY(spec.memory_bytes, r.get_int("memory_bytes", 1));
+  FSDP_TRY(spec.peak_bf16_flops, r.get_int("peak_bf16_flops", 1));
+  FSDP_TRY(spec.peak_fp32_flops, r.get_int("peak_fp32_flops", 1));
+  FSDP_TRY(spec.hbm_bytes_per_s, r.get_int("hbm_bytes_per_s", 1));
+  FSDP_TRY(spec.intra_node_bytes_per_s, r.get_int("intra_node_bytes_per_s", 1));
+  FSDP_TRY(spec.intra_node_latency_ns, r.get_int("intra_node_latency_ns", 0));
+  FSDP_TRY(spec.inter_node_bytes_per_s, r.get_int("inter_node_bytes_per_s", 1));
+  FSDP_TRY(spec.inter_node_latency_ns, r.get_int("inter_node_latency_ns", 0));
+  auto hw = Hardware::make(std::move(spec));
+  if (!hw) {
+    return hw.error().with_context(source);
+  }
+  return hw;
+}
+
+}  // namespace
+
+Expected<Hardware> hardware_from_json(const json& doc, std::string_view source) {
+  try {
+    return hardware_from_json_impl(doc, std::string(source));
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal, str_cat(source, ": unexpected error: ", e.what()));
+  }
+}
+
+Expected<Hardware> parse_hardware_json(std::string_view text, std::string_view source) {
+  FSDP_TRY(const json doc, parse_json_text(text, source));
+  return hardware_from_json(doc, source);
+}
+
+ordered_json hardware_to_json(const Hardware& hw) {
+  const HardwareSpec& s = hw.spec();
+  return ordered_json{{"format", std::string(kHardwareFormatName)},
+                      {"version", kHardwareFormatVersion},
+                      {"name", s.name},
+                      {"description", s.description},
+                      {"devices_per_node", s.devices_per_node},
+                      {"memory_bytes", s.memory_bytes},
+                      {"peak_bf16_flops", s.peak_bf16_flops},
+                      {"peak_fp32_flops", s.peak_fp32_flops},
+                      {"hbm_bytes_per_s", s.hbm_bytes_per_s},
+                      {"intra_node_bytes_per_s", s.intra_node_bytes_per_s},
+                      {"intra_node_latency_ns", s.intra_node_latency_ns},
+                      {"inter_node_bytes_per_s", s.inter_node_bytes_per_s},
+                      {"inter_node_latency_ns", s.inter_node_latency_ns}};
+}
+
+std::string hardware_to_json_text(const Hardware& hw, int indent) {
+  return hardware_to_json(hw).dump(indent, ' ', /*ensure_ascii=*/false,
+                                   ordered_json::error_handler_t::replace);
+}
+
+}  // namespace fsdp

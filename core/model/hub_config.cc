@@ -1,0 +1,615 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FLOP and activation accounting here is documented, with its sources, in docs/models.md.
+#include "core/model/hub_config.h"
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+#include "core/model/json_fields.h"
+
+namespace fsdp {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::string_view, 6> kModelTypes = {"llama",   "mistral",     "mixtral",
+                                                         "qwen2",   "deepseek_v3", "gpt2"};
+
+// int64 arithmetic that remembers whether any step overflowed (results are then meaningless).
+class Arith {
+ public:
+  std::int64_t mul(std::int64_t a, std::int64_t b) {
+    std::int64_t r = 0;
+    overflow_ = overflow_ || !checked_mul(a, b, &r);
+    return r;
+  }
+  std::int64_t mul(std::int64_t a, std::int64_t b, std::int64_t c) { return mul(mul(a, b), c); }
+  std::int64_t add(std::int64_t a, std::int64_t b) {
+    std::int64_t r = 0;
+    overflow_ = overflow_ || !checked_add(a, b, &r);
+    return r;
+  }
+  template <class... Rest>
+  std::int64_t add(std::int64_t a, std::int64_t b, Rest... rest) {
+    return add(add(a, b), rest...);
+  }
+  bool overflow() const { return overflow_; }
+
+ private:
+  bool overflow_ = false;
+};
+
+// Everything the importer needs from a config, normalised across families.
+struct Arch {
+  std::string model_type;
+  bool gpt2_names = false;  // transformer.h.<i>... names, Conv1D (in, out) weights, LayerNorm
+  DType dtype = DType::kFp32;
+  std::int64_t hidden = 0;
+  std::int64_t vocab = 0;
+  std::int64_t layers = 0;
+  std::int64_t positions = 0;  // learned absolute position embeddings (gpt2); 0: none
+  bool tied = false;
+  // Attention. qk_head_dim / v_head_dim are per head; kv_heads only for grouped-query attention.
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t qk_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  // Multi-head latent attention (deepseek_v3); q_lora 0 means q is projected directly.
+  bool mla = false;
+  std::int64_t q_lora = 0;
+  std::int64_t kv_lora = 0;
+  std::int64_t qk_rope = 0;
+  // Dense MLP: gated (SwiGLU: gate, up, down) or plain (fc, proj with GELU).
+  std::int64_t intermediate = 0;
+  bool mlp_bias = false;
+  // Mixture of experts; experts 0 means dense layers only.
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  std::int64_t expert_intermediate = 0;
+  std::int64_t shared_intermediate = 0;  // all shared experts fused as one MLP; 0: none
+  std::int64_t first_dense = 0;
+  std::int64_t moe_freq = 1;
+  bool score_correction_bias = false;  // deepseek_v3 noaux_tc router bias (fp32, not trained)
+};
+
+bool is_moe_layer(const Arch& a, std::int64_t layer) {
+  return a.experts > 0 && layer >= a.first_dense && layer % a.moe_freq == 0;
+}
+
+// Collects a unit's parameters; keeps the first error (an element or byte count beyond int64),
+// which names the config fields that give the tensor its dims.
+class ParamList {
+ public:
+  ParamList(std::string_view source, DType dtype) : source_(source), dtype_(dtype) {}
+
+  void add(std::string name, std::initializer_list<std::int64_t> dims, std::string_view fields,
+           bool requires_grad = true, std::optional<DType> dtype = std::nullopt) {
+    if (error_) {
+      return;
+    }
+    auto shape = Shape::make(dims);
+    const auto got = [&] { return str_cat(join(dims, " x "), " (tensor '", name, "')"); };
+    if (!shape) {
+      error_ = field_error(source_, fields, "dims whose product fits int64", got(),
+                           ErrorCode::kOutOfRange);
+      return;
+    }
+    auto param = Param::make(std::move(name), *shape, dtype.value_or(dtype_), requires_grad);
+    if (!param) {
+      error_ = field_error(source_, fields, "a tensor whose byte size fits int64", got(),
+                           ErrorCode::kOutOfRange);
+      return;
+    }
+    params_.push_back(std::move(param).value());
+  }
+
+  Expected<std::vector<Param>> take() {
+    if (error_) {
+      return *error_;
+    }
+    return std::move(params_);
+  }
+
+ private:
+  std::string_view source_;
+  DType dtype_;
+  std::vector<Param> params_;
+  std::optional<Error> error_;
+};
+
+// ---- reading the config ------------------------------------------------------------------------
+
+Status check_divides(const JsonObjectReader& r, std::string_view divisor_key, std::int64_t divisor,
+                     std::string_view dividend_key, std::int64_t dividend) {
+  if (dividend % divisor != 0) {
+    return r.error(divisor_key, str_cat("a divisor of ", dividend_key, " ", dividend),
+                   str_cat(divisor));
+  }
+  return ok_status();
+}
+
+Expected<DType> read_dtype(const JsonObjectReader& r) {
+  FSDP_TRY(const std::optional<std::string> text, r.get_optional_string("torch_dtype"));
+  if (!text) {
+    return DType::kFp32;  // transformers loads weights in float32 when torch_dtype is absent
+  }
+  auto dtype = parse_dtype(*text);
+  if (!dtype) {
+    return r.error("torch_dtype", "one of bfloat16, float16, float32, float8_e4m3fn",
+                   describe_json(*r.find("torch_dtype")));
+  }
+  return dtype;
+}
+
+// llama, mistral, mixtral, qwen2: grouped-query attention with RoPE and a SwiGLU MLP.
+Expected<Arch> read_llama_like(const JsonObjectReader& r, Arch a) {
+  FSDP_TRY(a.hidden, r.get_int("hidden_size", 1));
+  FSDP_TRY(a.intermediate, r.get_int("intermediate_size", 1));
+  FSDP_TRY(a.layers, r.get_int("num_hidden_layers", 1));
+  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
+  FSDP_TRY(a.heads, r.get_int("num_attention_heads", 1));
+  FSDP_TRY(a.kv_heads, r.get_int_or("num_key_value_heads", 1, a.heads));
+  FSDP_TRY(const std::optional<std::int64_t> head_dim, r.get_optional_int("head_dim", 1));
+  if (head_dim) {
+    a.qk_head_dim = *head_dim;
+  } else {
+    FSDP_RETURN_IF_ERROR(check_divides(r, "num_attention_heads", a.heads, "hidden_size", a.hidden));
+    a.qk_head_dim = a.hidden / a.heads;
+  }
+  a.v_head_dim = a.qk_head_dim;
+  if (a.kv_heads > a.heads || a.heads % a.kv_heads != 0) {
+    return r.error("num_key_value_heads",
+                   str_cat("a divisor of num_attention_heads ", a.heads), str_cat(a.kv_heads));
+  }
+  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", false));
+  if (a.model_type == "llama") {
+    FSDP_TRY(const bool attention_bias, r.get_bool_or("attention_bias", false));
+    FSDP_TRY(a.mlp_bias, r.get_bool_or("mlp_bias", false));
+    a.qkv_bias = attention_bias;
+    a.o_bias = attention_bias;
+  } else if (a.model_type == "qwen2") {
+    a.qkv_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+  } else if (a.model_type == "mixtral") {
+    FSDP_TRY(a.experts, r.get_int("num_local_experts", 1));
+    FSDP_TRY(a.top_k, r.get_int("num_experts_per_tok", 1));
+    if (a.top_k > a.experts) {
+      return r.error("num_experts_per_tok",
+                     str_cat("at most num_local_experts ", a.experts), str_cat(a.top_k));
+    }
+    a.expert_intermediate = a.intermediate;
+  }
+  return a;
+}
+
+Expected<Arch> read_deepseek_v3(const JsonObjectReader& r, Arch a) {
+  a.mla = true;
+  FSDP_TRY(a.hidden, r.get_int("hidden_size", 1));
+  FSDP_TRY(a.intermediate, r.get_int("intermediate_size", 1));
+  FSDP_TRY(a.layers, r.get_int("num_hidden_layers", 1));
+  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
+  FSDP_TRY(a.heads, r.get_int("num_attention_heads", 1));
+  FSDP_TRY(a.q_lora, r.get_int_or("q_lora_rank", 1, 0));
+  FSDP_TRY(a.kv_lora, r.get_int("kv_lora_rank", 1));
+  FSDP_TRY(const std::int64_t qk_nope, r.get_int("qk_nope_head_dim", 0));
+  FSDP_TRY(a.qk_rope, r.get_int("qk_rope_head_dim", 0));
+  FSDP_TRY(a.v_head_dim, r.get_int("v_head_dim", 1));
+  Arith m;
+  a.qk_head_dim = m.add(qk_nope, a.qk_rope);
+  if (m.overflow() || a.qk_head_dim == 0) {
+    return r.error("qk_nope_head_dim", "a head size qk_nope_head_dim + qk_rope_head_dim in [1, 2^63)",
+                   str_cat(qk_nope, " + ", a.qk_rope));
+  }
+  FSDP_TRY(const bool attention_bias, r.get_bool_or("attention_bias", false));
+  a.qkv_bias = attention_bias;  // on q_a_proj (or q_proj) and kv_a_proj_with_mqa; see build
+  a.o_bias = attention_bias;
+  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", false));
+  FSDP_TRY(a.experts, r.get_int_or("n_routed_experts", 1, 0));
+  if (a.experts > 0) {
+    FSDP_TRY(a.expert_intermediate, r.get_int("moe_intermediate_size", 1));
+    FSDP_TRY(a.top_k, r.get_int("num_experts_per_tok", 1));
+    if (a.top_k > a.experts) {
+      return r.error("num_experts_per_tok", str_cat("at most n_routed_experts ", a.experts),
+                     str_cat(a.top_k));
+    }
+    FSDP_TRY(const std::int64_t shared, r.get_int_or("n_shared_experts", 0, 0));
+    a.shared_intermediate = m.mul(shared, a.expert_intermediate);
+    if (m.overflow()) {
+      return r.error("n_shared_experts",
+                     "a count whose product with moe_intermediate_size fits int64",
+                     str_cat(shared));
+    }
+    FSDP_TRY(a.first_dense, r.get_int_or("first_k_dense_replace", 0, 0));
+    FSDP_TRY(a.moe_freq, r.get_int_or("moe_layer_freq", 1, 1));
+    FSDP_TRY(const std::optional<std::string> topk_method, r.get_optional_string("topk_method"));
+    a.score_correction_bias = !topk_method || *topk_method == "noaux_tc";
+  }
+  return a;
+}
+
+Expected<Arch> read_gpt2(const JsonObjectReader& r, Arch a) {
+  a.gpt2_names = true;
+  FSDP_TRY(a.hidden, r.get_int("n_embd", 1));
+  FSDP_TRY(a.layers, r.get_int("n_layer", 1));
+  FSDP_TRY(a.heads, r.get_int("n_head", 1));
+  FSDP_TRY(a.positions, r.get_int("n_positions", 1));
+  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
+  FSDP_RETURN_IF_ERROR(check_divides(r, "n_head", a.heads, "n_embd", a.hidden));
+  a.kv_heads = a.heads;
+  a.qk_head_dim = a.hidden / a.heads;
+  a.v_head_dim = a.qk_head_dim;
+  a.qkv_bias = true;
+  a.o_bias = true;
+  a.mlp_bias = true;
+  FSDP_TRY(const std::optional<std::int64_t> inner, r.get_optional_int("n_inner", 1));
+  if (inner) {
+    a.intermediate = *inner;
+  } else {
+    Arith m;
+    a.intermediate = m.mul(4, a.hidden);
+    if (m.overflow()) {
+      return r.error("n_embd", "a size whose 4x MLP width fits int64", str_cat(a.hidden));
+    }
+  }
+  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", true));
+  return a;
+}
+
+Expected<Arch> read_arch(const JsonObjectReader& r) {
+  Arch a;
+  FSDP_TRY(a.model_type, r.get_string("model_type"));
+  bool known = false;
+  for (const std::string_view t : kModelTypes) {
+    known = known || a.model_type == t;
+  }
+  if (!known) {
+    return r.error("model_type", str_cat("one of ", join(kModelTypes, ", ")),
+                   describe_json(*r.find("model_type")));
+  }
+  FSDP_TRY(a.dtype, read_dtype(r));
+  if (a.model_type == "deepseek_v3") {
+    FSDP_TRY(a, read_deepseek_v3(r, std::move(a)));
+  } else if (a.model_type == "gpt2") {
+    FSDP_TRY(a, read_gpt2(r, std::move(a)));
+  } else {
+    FSDP_TRY(a, read_llama_like(r, std::move(a)));
+  }
+  if (a.layers > kMaxHubLayers) {
+    return r.error(a.gpt2_names ? "n_layer" : "num_hidden_layers",
+                   str_cat("at most ", kMaxHubLayers, " layers"), str_cat(a.layers));
+  }
+  // 16 covers every dense tensor of a layer; experts add 3 each, plus the router's. Both factors
+  // are bounded before they are multiplied.
+  if (a.experts > kMaxHubTensors ||
+      (16 + 3 * a.experts + 2) * a.layers > kMaxHubTensors) {
+    return r.error(a.model_type == "mixtral" ? "num_local_experts" : "n_routed_experts",
+                   str_cat("a model of at most ", kMaxHubTensors, " tensors"),
+                   str_cat(a.experts, " experts in each of ", a.layers, " layers"));
+  }
+  return a;
+}
+
+// ---- building units ----------------------------------------------------------------------------
+
+// Bytes per element of activations: the compute dtype, bf16 for fp8 (MXFP8) weights.
+std::int64_t activation_width(const Arch& a) { return a.dtype == DType::kFp32 ? 4 : 2; }
+
+std::string layer_prefix(const Arch& a, std::int64_t layer) {
+  return a.gpt2_names ? str_cat("transformer.h.", layer, ".") : str_cat("model.layers.", layer, ".");
+}
+
+struct Cost {
+  UnitFlops flops;
+  UnitActivations activations;
+};
+
+// Adds the norm's parameters (weight, plus bias for LayerNorm).
+void add_norm(const Arch& a, ParamList& list, const std::string& name, std::int64_t size,
+              std::string_view field) {
+  list.add(name + ".weight", {size}, field);
+  if (a.gpt2_names) {
+    list.add(name + ".bias", {size}, field);
+  }
+}
+
+// Self-attention of one layer: parameters, and its share of FLOPs and stored activations.
+void add_attention(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
+  const std::int64_t h = a.hidden;
+  const std::int64_t w = activation_width(a);
+  const std::int64_t q_dim = m.mul(a.heads, a.qk_head_dim);
+  const std::int64_t o_in = m.mul(a.heads, a.v_head_dim);
+  std::int64_t macs = 0;   // multiply-accumulates per token
+  std::int64_t saved = 0;  // activation elements per token (dtype width)
+  if (a.gpt2_names) {
+    const std::int64_t qkv = m.mul(3, h);
+    list.add(p + "attn.c_attn.weight", {h, qkv}, "n_embd");
+    list.add(p + "attn.c_attn.bias", {qkv}, "n_embd");
+    list.add(p + "attn.c_proj.weight", {h, h}, "n_embd");
+    list.add(p + "attn.c_proj.bias", {h}, "n_embd");
+    macs = m.add(m.mul(h, qkv), m.mul(h, h));
+    // norm input, c_attn input, q/k/v, attention output (c_proj input)
+    saved = m.add(m.mul(2, h), qkv, h);
+  } else if (a.mla) {
+    const std::string s = p + "self_attn.";
+    const std::int64_t kv_a = m.add(a.kv_lora, a.qk_rope);
+    const std::int64_t kv_b = m.mul(a.heads, m.add(a.qk_head_dim - a.qk_rope, a.v_head_dim));
+    if (a.q_lora > 0) {
+      list.add(s + "q_a_proj.weight", {a.q_lora, h}, "q_lora_rank");
+      if (a.qkv_bias) {
+        list.add(s + "q_a_proj.bias", {a.q_lora}, "q_lora_rank");
+      }
+      list.add(s + "q_a_layernorm.weight", {a.q_lora}, "q_lora_rank");
+      list.add(s + "q_b_proj.weight", {q_dim, a.q_lora}, "num_attention_heads");
+      macs = m.add(m.mul(h, a.q_lora), m.mul(a.q_lora, q_dim));
+      saved = m.mul(2, a.q_lora);  // q_a output (norm input) and q_b input
+    } else {
+      list.add(s + "q_proj.weight", {q_dim, h}, "num_attention_heads");
+      macs = m.mul(h, q_dim);
+    }
+    list.add(s + "kv_a_proj_with_mqa.weight", {kv_a, h}, "kv_lora_rank");
+    if (a.qkv_bias) {
+      list.add(s + "kv_a_proj_with_mqa.bias", {kv_a}, "kv_lora_rank");
+    }
+    list.add(s + "kv_a_layernorm.weight", {a.kv_lora}, "kv_lora_rank");
+    list.add(s + "kv_b_proj.weight", {kv_b, a.kv_lora}, "num_attention_heads");
+    list.add(s + "o_proj.weight", {h, o_in}, "num_attention_heads");
+    if (a.o_bias) {
+      list.add(s + "o_proj.bias", {h}, "hidden_size");
+    }
+    macs = m.add(macs, m.mul(h, kv_a), m.mul(a.kv_lora, kv_b), m.mul(o_in, h));
+    // norm input and output; kv_a output and kv_b input; q, k (full heads), v, attention output
+    saved = m.add(saved, m.mul(2, h), kv_a, a.kv_lora, m.mul(2, q_dim), m.mul(2, o_in));
+  } else {
+    const std::string s = p + "self_attn.";
+    const std::int64_t kv_dim = m.mul(a.kv_heads, a.qk_head_dim);
+    list.add(s + "q_proj.weight", {q_dim, h}, "num_attention_heads");
+    if (a.qkv_bias) {
+      list.add(s + "q_proj.bias", {q_dim}, "num_attention_heads");
+    }
+    list.add(s + "k_proj.weight", {kv_dim, h}, "num_key_value_heads");
+    if (a.qkv_bias) {
+      list.add(s + "k_proj.bias", {kv_dim}, "num_key_value_heads");
+    }
+    list.add(s + "v_proj.weight", {kv_dim, h}, "num_key_value_heads");
+    if (a.qkv_bias) {
+      list.add(s + "v_proj.bias", {kv_dim}, "num_key_value_heads");
+    }
+    list.add(s + "o_proj.weight", {h, o_in}, "num_attention_heads");
+    if (a.o_bias) {
+      list.add(s + "o_proj.bias", {h}, "hidden_size");
+    }
+    macs = m.add(m.mul(h, q_dim), m.mul(2, h, kv_dim), m.mul(o_in, h));
+    saved = m.add(m.mul(2, h), q_dim, m.mul(2, kv_dim), o_in);
+  }
+  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, macs));
+  // Scores (q . k over qk_head_dim) and context (p . v over v_head_dim) for each query head.
+  c.flops.attention_per_seq = m.mul(2, a.heads, m.add(a.qk_head_dim, a.v_head_dim));
+  // Flash attention keeps one fp32 log-sum-exp per head instead of the score matrix.
+  c.activations.stored = m.add(c.activations.stored, m.mul(saved, w), m.mul(4, a.heads));
+}
+
+void add_dense_mlp(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c,
+                   std::int64_t inter, std::string_view module, std::string_view field) {
+  const std::int64_t h = a.hidden;
+  if (a.gpt2_names) {
+    list.add(p + "mlp.c_fc.weight", {h, inter}, field);
+    list.add(p + "mlp.c_fc.bias", {inter}, field);
+    list.add(p + "mlp.c_proj.weight", {inter, h}, field);
+    list.add(p + "mlp.c_proj.bias", {h}, field);
+    c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 2, m.mul(h, inter)));
+    // c_fc output (GELU input) and GELU output (c_proj input)
+    c.activations.stored = m.add(c.activations.stored, m.mul(2, inter, activation_width(a)));
+    return;
+  }
+  const std::string s = p + std::string(module);
+  list.add(s + "gate_proj.weight", {inter, h}, field);
+  if (a.mlp_bias) {
+    list.add(s + "gate_proj.bias", {inter}, field);
+  }
+  list.add(s + "up_proj.weight", {inter, h}, field);
+  if (a.mlp_bias) {
+    list.add(s + "up_proj.bias", {inter}, field);
+  }
+  list.add(s + "down_proj.weight", {h, inter}, field);
+  if (a.mlp_bias) {
+    list.add(s + "down_proj.bias", {h}, field);
+  }
+  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 3, m.mul(h, inter)));
+  // gate and up outputs (SiLU-and-multiply inputs) and the down_proj input
+  c.activations.stored = m.add(c.activations.stored, m.mul(3, inter, activation_width(a)));
+}
+
+void add_moe(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
+  const std::int64_t h = a.hidden;
+  const std::int64_t ie = a.expert_intermediate;
+  const std::int64_t w = activation_width(a);
+  const bool mixtral = a.model_type == "mixtral";
+  const std::string s = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  const std::string_view experts_field = mixtral ? "num_local_experts" : "n_routed_experts";
+  // Mixtral registers the router before the experts, DeepSeek after them.
+  const auto add_router = [&] {
+    list.add(s + "gate.weight", {a.experts, h}, experts_field);
+    if (a.score_correction_bias) {
+      // Updated by the load-balancing rule, not by gradients; kept in fp32 in the checkpoint.
+      list.add(s + "gate.e_score_correction_bias", {a.experts}, experts_field,
+               /*requires_grad=*/false, DType::kFp32);
+    }
+  };
+  if (mixtral) {
+    add_router();
+  }
+  const std::string_view size_field = mixtral ? "intermediate_size" : "moe_intermediate_size";
+  for (std::int64_t e = 0; e < a.experts; ++e) {
+    const std::string x = s + "experts." + std::to_string(e) + ".";
+    if (mixtral) {
+      list.add(x + "w1.weight", {ie, h}, size_field);
+      list.add(x + "w2.weight", {h, ie}, size_field);
+      list.add(x + "w3.weight", {ie, h}, size_field);
+    } else {
+      list.add(x + "gate_proj.weight", {ie, h}, size_field);
+      list.add(x + "up_proj.weight", {ie, h}, size_field);
+      list.add(x + "down_proj.weight", {h, ie}, size_field);
+    }
+  }
+  if (!mixtral) {
+    add_router();
+  }
+  // Router logits for every expert; then only the top_k experts a token is routed to.
+  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, h, a.experts),
+                         m.mul(m.mul(2, 3, a.top_k), m.mul(h, ie)));
+  // fp32 router probabilities; per routed copy: its gathered input, gate/up outputs, down input
+  c.activations.stored = m.add(c.activations.stored, m.mul(4, a.experts),
+                               m.mul(m.mul(a.top_k, w), m.add(h, m.mul(3, ie))));
+  if (a.shared_intermediate > 0) {
+    add_dense_mlp(a, p, list, m, c, a.shared_intermediate, "mlp.shared_experts.",
+                  "n_shared_experts");
+  }
+}
+
+Expected<Unit> make_unit(std::string_view source, std::string name, ParamList& list,
+                         const Arith& m, const Cost& c) {
+  FSDP_TRY(std::vector<Param> params, list.take());
+  if (m.overflow()) {
+    return field_error(source, str_cat("(sizes of unit ", name, ")"),
+                       "FLOP and activation-byte counts per token that fit int64",
+                       "an overflow; reduce the size fields", ErrorCode::kOutOfRange);
+  }
+  auto unit = Unit::make(name, Unit::kNoParent, std::move(params), c.flops, c.activations);
+  if (!unit) {
+    return unit.error().with_context(source);
+  }
+  return unit;
+}
+
+Expected<Unit> build_embedding(const Arch& a, std::string_view source) {
+  ParamList list(source, a.dtype);
+  Arith m;
+  Cost c;
+  if (a.gpt2_names) {
+    list.add("transformer.wte.weight", {a.vocab, a.hidden}, "vocab_size");
+    list.add("transformer.wpe.weight", {a.positions, a.hidden}, "n_positions");
+  } else {
+    list.add("model.embed_tokens.weight", {a.vocab, a.hidden}, "vocab_size");
+  }
+  // A lookup does no matmul; backward needs the int64 token ids.
+  c.activations = {8, 8};
+  return make_unit(source, "embedding", list, m, c);
+}
+
+Expected<Unit> build_layer(const Arch& a, std::string_view source, std::int64_t layer) {
+  ParamList list(source, a.dtype);
+  Arith m;
+  Cost c;
+  const std::string p = layer_prefix(a, layer);
+  const std::int64_t h = a.hidden;
+  const std::int64_t w = activation_width(a);
+  // Parameters in the order the hub modules register them (the order fully_shard groups them
+  // in): GPT-2 blocks are ln_1, attn, ln_2, mlp; the others self_attn, mlp, then both norms.
+  if (a.gpt2_names) {
+    add_norm(a, list, p + "ln_1", h, "n_embd");
+  }
+  add_attention(a, p, list, m, c);
+  if (a.gpt2_names) {
+    add_norm(a, list, p + "ln_2", h, "n_embd");
+  }
+  if (is_moe_layer(a, layer)) {
+    add_moe(a, p, list, m, c);
+  } else {
+    add_dense_mlp(a, p, list, m, c, a.intermediate, "mlp.",
+                  a.gpt2_names ? "n_inner" : "intermediate_size");
+  }
+  if (!a.gpt2_names) {
+    list.add(p + "input_layernorm.weight", {h}, "hidden_size");
+    list.add(p + "post_attention_layernorm.weight", {h}, "hidden_size");
+  }
+  // The second norm's input and output (the MLP or router input).
+  c.activations.stored = m.add(c.activations.stored, m.mul(2, h, w));
+  // Recomputing the whole layer keeps only its input.
+  c.activations.recompute = m.mul(h, w);
+  return make_unit(source, str_cat("layers.", layer), list, m, c);
+}
+
+Expected<Unit> build_head(const Arch& a, std::string_view source) {
+  ParamList list(source, a.dtype);
+  Arith m;
+  Cost c;
+  const std::int64_t h = a.hidden;
+  const std::int64_t w = activation_width(a);
+  if (a.gpt2_names) {
+    add_norm(a, list, "transformer.ln_f", h, "n_embd");
+  } else {
+    list.add("model.norm.weight", {h}, "hidden_size");
+  }
+  if (!a.tied) {
+    list.add("lm_head.weight", {a.vocab, h}, "vocab_size");
+  }
+  // The logits matmul runs whether or not its weight is tied to the embedding.
+  c.flops.matmul = m.mul(2, h, a.vocab);
+  // Norm input, lm_head input, and fp32 softmax probabilities for the cross-entropy backward.
+  c.activations.stored = m.add(m.mul(2, h, w), m.mul(4, a.vocab));
+  c.activations.recompute = m.mul(h, w);
+  return make_unit(source, "head", list, m, c);
+}
+
+std::string default_name(const json& doc, std::string_view source) {
+  if (const auto it = doc.find("_name_or_path"); it != doc.end() && it->is_string() &&
+                                                  !it->get_ref<const std::string&>().empty()) {
+    return it->get<std::string>();
+  }
+  std::string_view stem = source;
+  if (const auto slash = stem.find_last_of('/'); slash != std::string_view::npos) {
+    stem.remove_prefix(slash + 1);
+  }
+  if (stem.ends_with(".json")) {
+    stem.remove_suffix(5);
+  }
+  return stem.empty() ? std::string("model") : std::string(stem);
+}
+
+Expected<Model> hub_config_to_model_impl(const json& doc, const std::string& source,
+                                         std::string name) {
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
+  FSDP_TRY(const Arch a, read_arch(r));
+  std::vector<Unit> units;
+  units.reserve(static_cast<std::size_t>(a.layers) + 2);
+  FSDP_TRY(Unit embedding, build_embedding(a, source));
+  units.push_back(std::move(embedding));
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    FSDP_TRY(Unit layer, build_layer(a, source, i));
+    units.push_back(std::move(layer));
+  }
+  FSDP_TRY(Unit head, build_head(a, source));
+  units.push_back(std::move(head));
+  if (name.empty()) {
+    name = default_name(doc, source);
+  }
+  auto model = Model::make(std::move(name), std::move(units));
+  if (!model) {
+    return model.error().with_context(source);
+  }
+  return model;
+}
+
+}  // namespace
+
+std::span<const std::string_view> supported_model_types() { return kModelTypes; }
+
+Expected<Model> hub_config_to_model(const json& doc, std::string_view source, std::string name) {
+  try {
+    return hub_config_to_model_impl(doc, std::string(source), std::move(name));
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal, str_cat(source, ": unexpected error: ", e.what()));
+  }
+}
+
+Expected<Model> import_hub_config(std::string_view text, std::string_view source,
+                                  std::string name) {
+  FSDP_TRY(const json doc, parse_json_text(text, source));
+  return hub_config_to_model(doc, source, std::move(name));
+}
+
+}  // namespace fsdp

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/model/model_json.h"
+
+#include <unordered_map>
+#include <vector>
+
+#include "core/base/strings.h"
+#include "core/model/json_fields.h"
+
+namespace fsdp {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+Expected<Shape> parse_shape_field(const JsonObjectReader& r) {
+  FSDP_TRY(const json* dims, r.get_array("shape"));
+  const std::string path = r.field_path("shape");
+  if (dims->size() > static_cast<std::size_t>(Shape::kMaxDims)) {
+    return field_error(r.source(), path, str_cat("at most ", Shape::kMaxDims, " dims"),
+                       describe_json(*dims));
+  }
+  std::vector<std::int64_t> values;
+  for (std::size_t i = 0; i < dims->size(); ++i) {
+    FSDP_TRY(const std::int64_t d,
+             json_to_int((*dims)[i], 0, r.source(), str_cat(path, "[", i, "]")));
+    values.push_back(d);
+  }
+  auto shape = Shape::make(values);
+  if (!shape) {
+    // Only the numel overflow is left to fail here.
+    return field_error(r.source(), path, "a shape whose element count fits int64",
+                       describe_json(*dims), shape.error().code());
+  }
+  return shape;
+}
+
+Expected<Param> parse_param(const json& value, const std::string& source, const std::string& path) {
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(value, source, path));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown({"name", "shape", "dtype", "requires_grad"}));
+  FSDP_TRY(std::string name, r.get_string("name"));
+  FSDP_TRY(const Shape shape, parse_shape_field(r));
+  FSDP_TRY(const std::string dtype_text, r.get_string("dtype"));
+  auto dtype = parse_dtype(dtype_text);
+  if (!dtype) {
+    return r.error("dtype", "one of bf16, fp16, fp32, fp8", describe_json(*r.find("dtype")));
+  }
+  FSDP_TRY(const bool requires_grad, r.get_bool_or("requires_grad", true));
+  auto param = Param::make(std::move(name), shape, *dtype, requires_grad);
+  if (!param) {
+    return param.error().with_context(str_cat(source, ": field '", path, "'"));
+  }
+  return param;
+}
+
+Expected<Unit> parse_unit(const json& value, const std::string& source, const std::string& path,
+                          const std::unordered_map<std::string, std::int32_t>& earlier) {
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(value, source, path));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown(
+      {"name", "parent", "params", "flops_per_token", "activation_bytes_per_token"}));
+  FSDP_TRY(std::string name, r.get_string("name"));
+  std::int32_t parent = Unit::kNoParent;
+  FSDP_TRY(const std::optional<std::string> parent_name, r.get_optional_string("parent"));
+  if (parent_name) {
+    const auto it = earlier.find(*parent_name);
+    if (it == earlier.end()) {
+      return r.error("parent", "the name of an earlier unit", describe_json(*r.find("parent")));
+    }
+    parent = it->second;
+  }
+  std::vector<Param> params;
+  if (r.find("params") != nullptr) {
+    FSDP_TRY(const json* list, r.get_array("params"));
+    params.reserve(list->size());
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      FSDP_TRY(Param p, parse_param((*list)[i], source, str_cat(r.field_path("params"), "[", i, "]")));
+      params.push_back(std::move(p));
+    }
+  }
+  UnitFlops flops;
+  if (r.find("flops_per_token") != nullptr) {
+    FSDP_TRY(const json* obj, r.get_object("flops_per_token"));
+    FSDP_TRY(const JsonObjectReader f,
+             JsonObjectReader::make(*obj, source, r.field_path("flops_per_token")));
+    FSDP_RETURN_IF_ERROR(f.reject_unknown({"matmul", "attention_per_seq"}));
+    FSDP_TRY(flops.matmul, f.get_int_or("matmul", 0, 0));
+    FSDP_TRY(flops.attention_per_seq, f.get_int_or("attention_per_seq", 0, 0));
+  }
+  UnitActivations activations;
+  if (r.find("activation_bytes_per_token") != nullptr) {
+    FSDP_TRY(const json* obj, r.get_object("activation_bytes_per_token"));
+    FSDP_TRY(const JsonObjectReader a,
+             JsonObjectReader::make(*obj, source, r.field_path("activation_bytes_per_token")));
+    FSDP_RETURN_IF_ERROR(a.reject_unknown({"stored", "recompute"}));
+    FSDP_TRY(activations.stored, a.get_int_or("stored", 0, 0));
+    FSDP_TRY(activations.recompute, a.get_int_or("recompute", 0, 0));
+  }
+  auto unit = Unit::make(std::move(name), parent, std::move(params), flops, activations);
+  if (!unit) {
+    return unit.error().with_context(str_cat(source, ": field '", path, "'"));
+  }
+  return unit;
+}
+
+Expected<Model> model_from_json_impl(const json& doc, const std::string& source) {
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown({"format", "version", "name", "units"}));
+  FSDP_TRY(const std::string format, r.get_string("format"));
+  if (format != kModelFormatName) {
+    return r.error("format", str_cat("\"", kModelFormatName, "\""), describe_json(*r.find("format")));
+  }
+  FSDP_TRY(const std::int64_t version, r.get_int("version", 1));
+  if (version != kModelFormatVersion) {
+    return r.error("version", str_cat(kModelFormatVersion), str_cat(version));
+  }
+  FSDP_TRY(std::string name, r.get_string("name"));
+  FSDP_TRY(const json* list, r.get_array("units"));
+  if (list->empty()) {
+    return r.error("units", "at least one unit", "[]");
+  }
+  std::vector<Unit> units;
+  units.reserve(list->size());
+  std::unordered_map<std::string, std::int32_t> earlier;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const std::string path = str_cat("units[", i, "]");
+    FSDP_TRY(Unit u, parse_unit((*list)[i], source, path, earlier));
+    if (!earlier.emplace(u.name(), static_cast<std::int32_t>(i)).second) {
+      return field_error(source, str_cat(path, ".name"), "a name no earlier unit has",
+                         str_cat("'", u.name(), "' again"));
+    }
+    units.push_back(std::move(u));
+  }
+  auto model = Model::make(std::move(name), std::move(units));
+  if (!model) {
+    return model.error().with_context(source);
+  }
+  return model;
+}
+
+}  // namespace
+
+Expected<Model> model_from_json(const json& doc, std::string_view source) {
+  try {
+    return model_from_json_impl(doc, std::string(source));
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal, str_cat(source, ": unexpected error: ", e.what()));
+  }
+}
+
+Expected<Model> parse_model_json(std::string_view text, std::string_view source) {
+  FSDP_TRY(const json doc, parse_json_text(text, source));
+  return model_from_json(doc, source);
+}
+
+ordered_json model_to_json(const Model& model) {
+  ordered_json units = ordered_json::array();
+  for (const Unit& u : model.units()) {
+    ordered_json params = ordered_json::array();
+    for (const Param& p : u.params()) {
+      ordered_json shape = ordered_json::array();
+      for (const std::int64_t d : p.shape().dims()) {
+        shape.push_back(d);
+      }
+      params.push_back({{"name", p.name()},
+                        {"shape", std::move(shape)},
+                        {"dtype", std::string(to_string(p.dtype()))},
+                        {"requires_grad", p.requires_grad()}});
+    }
+    ordered_json unit = {{"name", u.name()}};
+    if (u.parent() != Unit::kNoParent) {
+      unit["parent"] = model.units()[static_cast<std::size_t>(u.parent())].name();
+    }
+    unit["params"] = std::move(params);
+    unit["flops_per_token"] = {{"matmul", u.flops().matmul},
+                               {"attention_per_seq", u.flops().attention_per_seq}};
+    unit["activation_bytes_per_token"] = {{"stored", u.activations().stored},
+                                          {"recompute", u.activations().recompute}};
+    units.push_back(std::move(unit));
+  }
+  return ordered_json{{"format", std::string(kModelFormatName)},
+              {"version", kModelFormatVersion},
+              {"name", model.name()},
+              {"units", std::move(units)}};
+}
+
+std::string model_to_json_text(const Model& model, int indent) {
+  return model_to_json(model).dump(indent, ' ', /*ensure_ascii=*/false,
+                                   ordered_json::error_handler_t::replace);
+}
+
+}  // namespace fsdp

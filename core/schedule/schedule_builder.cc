@@ -1,0 +1,1016 @@
+// SPDX-License-Identifier: Apache-2.0
+// The builder walks the model as fully_shard's hooks would (spec §4.3-§4.7, §4.9) and writes what
+// each hook enqueues, stream by stream. See docs/design/schedule-ir.md for the op sequence of one
+// unit and the buffer sizes (§5).
+#include "core/schedule/schedule_builder.h"
+
+#include <algorithm>
+#include <map>
+#include <span>
+#include <utility>
+
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+#include "core/layout/layout_builder.h"
+#include "core/layout/local_range.h"
+#include "core/layout/owner_planner.h"
+#include "core/mesh/redistribute.h"
+#include "core/model/param_groups.h"
+
+namespace fsdp {
+namespace {
+
+// A redistribute step with the elements this rank moves and, on a 1-D mesh with unequal shards,
+// every member's count.
+struct CommStep {
+  OpKind kind = OpKind::kAllGather;
+  std::int32_t axis = 0;
+  std::int32_t collective = -1;  // index into the schedule's collectives
+};
+
+// Everything about one parameter group that does not depend on the rank.
+struct GroupPlan {
+  GroupPlan(GlobalLayout l, Placements p) : layout(std::move(l)), placements(std::move(p)) {}
+  std::int32_t unit = 0;
+  std::int32_t group = 0;
+  GlobalLayout layout;
+  Placements placements;
+  DType compute_dtype = DType::kBf16;
+  DType grad_dtype = DType::kBf16;
+  DType main_grad_dtype = DType::kBf16;
+  DType main_dtype = DType::kFp32;
+  bool trainable = true;
+  bool aliases_main = false;
+  bool mxfp8 = false;                // fp8 compute: weight buffers hold two planes and scales
+  bool param_replicated = false;     // ZeRO-1/2/no-shard: compute reads the model weight
+  bool needs_weight_sync = false;    // parameter != optimizer placements (ZeRO-1/2, HFSDP)
+  bool main_grad_resident = true;    // gradient and optimizer shard the same axes
+  std::int64_t numel = 0;            // sum of the group's parameter numels
+  std::vector<std::vector<Placement>> unshard_states;   // placements before each unshard step
+  std::vector<RedistributeStep> unshard_steps;
+  std::vector<std::vector<Placement>> sync_states;
+  std::vector<RedistributeStep> sync_steps;
+  std::vector<std::vector<Placement>> reduce_states;
+  std::vector<RedistributeStep> reduce_steps;
+  std::vector<std::vector<Placement>> finalize_states;
+  std::vector<RedistributeStep> finalize_steps;
+  std::vector<std::int32_t> unshard_collectives, sync_collectives, reduce_collectives,
+      finalize_collectives;
+};
+
+struct UnitPlan {
+  std::vector<std::int32_t> groups;  // indices into the group plans
+  std::int64_t param_elements = 0;   // for prefetch budgets
+};
+
+// §4.12/§5.1: an MXFP8 weight buffer of n elements holds the row-wise and the column-wise
+// payload (one byte per element each) and one E8M0 scale byte per 32-element block of each
+// plane, counted as fp8 (one-byte) elements; both planes are gathered per unshard (§4.5, as the
+// MCore/TE integration asks for both usages). Other groups: n.
+Expected<std::int64_t> weight_elements(const GroupPlan& g, std::int64_t n) {
+  if (!g.mxfp8) {
+    return n;
+  }
+  std::int64_t planes = 0;
+  if (!checked_mul(n, 2, &planes) || !checked_add(planes, 2 * ((n + 31) / 32), &planes)) {
+    return Error(ErrorCode::kOutOfRange,
+                 str_cat("MXFP8 planes of ", n, " elements overflow int64"));
+  }
+  return planes;
+}
+
+std::vector<AxisPlacement> axis_placements(const std::vector<Placement>& ps) {
+  std::vector<AxisPlacement> out;
+  out.reserve(ps.size());
+  for (const Placement& p : ps) {
+    out.push_back(p.axis_placement());
+  }
+  return out;
+}
+
+// Local element count of `rank` for placements `ps` of layout `layout`.
+Expected<std::int64_t> local_elements(const GroupPlan& g, const std::vector<Placement>& ps,
+                                      std::int64_t rank) {
+  FSDP_TRY(MeshCoordinate coord, g.placements.dp_coordinate(rank));
+  const std::vector<AxisPlacement> aps = axis_placements(ps);
+  FSDP_TRY(Range r, get_local_range(g.layout, coord, aps));
+  return r.numel;
+}
+
+// The placement states a redistribute passes through: states[i] is the list before steps[i];
+// the final list is `to`.
+std::vector<std::vector<Placement>> step_states(const std::vector<Placement>& from,
+                                                const std::vector<Placement>& to,
+                                                const std::vector<RedistributeStep>& steps) {
+  std::vector<std::vector<Placement>> states;
+  std::vector<Placement> cur = from;
+  for (const RedistributeStep& s : steps) {
+    states.push_back(cur);
+    cur[static_cast<std::size_t>(s.axis)] = to[static_cast<std::size_t>(s.axis)];
+  }
+  return states;
+}
+
+OpKind collective_kind(RedistributeKind k) {
+  switch (k) {
+    case RedistributeKind::kAllGather:
+      return OpKind::kAllGather;
+    case RedistributeKind::kReduceScatter:
+      return OpKind::kReduceScatter;
+    case RedistributeKind::kAllReduce:
+      return OpKind::kAllReduce;
+    case RedistributeKind::kView:
+    case RedistributeKind::kRelabel:
+      break;
+  }
+  return OpKind::kRecord;  // no communication
+}
+
+bool is_communicating(RedistributeKind k) {
+  return k == RedistributeKind::kAllGather || k == RedistributeKind::kReduceScatter ||
+         k == RedistributeKind::kAllReduce;
+}
+
+// The elements this rank moves in a step: all-gather contributes its input shard, reduce-scatter
+// receives its output shard, all-reduce reduces its (unchanged) local range.
+Expected<std::int64_t> step_elements(const GroupPlan& g, const std::vector<Placement>& before,
+                                     const RedistributeStep& step, const Placement& target,
+                                     std::int64_t rank) {
+  if (step.kind == RedistributeKind::kReduceScatter) {
+    std::vector<Placement> after = before;
+    after[static_cast<std::size_t>(step.axis)] = target;
+    return local_elements(g, after, rank);
+  }
+  return local_elements(g, before, rank);
+}
+
+// Builds one rank class's program.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Model& model, const FsdpConfig& config, const Workload& workload,
+                 const std::vector<GroupPlan>& groups, const std::vector<UnitPlan>& units,
+                 const std::vector<std::int32_t>& forward_order,
+                 const std::vector<std::int32_t>& backward_order, std::int64_t rank)
+      : model_(model),
+        config_(config),
+        workload_(workload),
+        groups_(groups),
+        units_(units),
+        forward_order_(forward_order),
+        backward_order_(backward_order),
+        rank_(rank) {
+    unified_ = config.schedule().unify_communication_stream();
+    rs_ = unified_ ? StreamKind::kAllGather : StreamKind::kReduceScatter;
+    gathered_event_.assign(units.size(), -1);
+    unsharded_buffer_.assign(groups.size(), -1);
+    synced_weight_buffer_.assign(groups.size(), -1);
+    main_grad_buffer_.assign(groups.size(), -1);
+    final_grad_buffer_.assign(groups.size(), -1);
+    unit_grad_buffer_.assign(groups.size(), -1);
+    activation_buffer_.assign(units.size(), -1);
+    forward_position_.assign(units.size(), -1);
+    backward_position_.assign(units.size(), -1);
+    for (std::size_t i = 0; i < forward_order.size(); ++i) {
+      forward_position_[static_cast<std::size_t>(forward_order[i])] = static_cast<std::int64_t>(i);
+    }
+    for (std::size_t i = 0; i < backward_order.size(); ++i) {
+      backward_position_[static_cast<std::size_t>(backward_order[i])] =
+          static_cast<std::int64_t>(i);
+    }
+    for (std::int32_t u : forward_order) {
+      forward_elements_.push_back(units[static_cast<std::size_t>(u)].param_elements);
+    }
+    for (std::int32_t u : backward_order) {
+      backward_elements_.push_back(units[static_cast<std::size_t>(u)].param_elements);
+    }
+  }
+
+  Expected<RankProgram> build() {
+    program_.representative_rank = rank_;
+    FSDP_RETURN_IF_ERROR(add_resident());
+    tokens_ = workload_.seq_len * workload_.micro_batch_size;
+    const std::int64_t n_mb = config_.num_microbatches();
+    for (std::int64_t mb = 0; mb < n_mb; ++mb) {
+      mb_ = static_cast<std::int32_t>(mb);
+      is_last_ = config_.is_last_microbatch(mb);
+      phase_ = Phase::kForward;
+      for (std::int32_t root : model_.children(Unit::kNoParent)) {
+        FSDP_RETURN_IF_ERROR(forward_unit(root));
+      }
+      phase_ = Phase::kBackward;
+      // Every unit is a backward-prefetch candidate again in each microbatch's backward.
+      std::fill(done_backward_.begin(), done_backward_.end(), false);
+      std::vector<std::int32_t> roots = model_.children(Unit::kNoParent);
+      for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
+        FSDP_RETURN_IF_ERROR(backward_unit(*it));
+      }
+      if (is_last_) {
+        // The autograd completion callback: compute waits for every reduction (§4.4).
+        sync(rs_, StreamKind::kCompute);
+      }
+    }
+    FSDP_RETURN_IF_ERROR(optimizer_step());
+    program_.num_events = next_event_;
+    program_.num_buffers = next_buffer_;
+    return std::move(program_);
+  }
+
+ private:
+  // --- emission helpers ---------------------------------------------------------------------
+  Op base(OpKind kind, StreamKind stream, std::int32_t unit = -1, std::int32_t group = -1) const {
+    Op op;
+    op.kind = kind;
+    op.stream = stream;
+    op.phase = phase_;
+    op.unit = unit;
+    op.group = group;
+    op.microbatch = phase_ == Phase::kStep ? -1 : mb_;
+    return op;
+  }
+
+  void sync(StreamKind from, StreamKind to) {
+    if (from == to) {
+      return;
+    }
+    const std::int32_t e = next_event_++;
+    Op rec = base(OpKind::kRecord, from);
+    rec.event = e;
+    program_.ops.push_back(rec);
+    Op wait = base(OpKind::kWait, to);
+    wait.event = e;
+    program_.ops.push_back(wait);
+  }
+
+  std::int32_t record(StreamKind stream, std::int32_t unit) {
+    const std::int32_t e = next_event_++;
+    Op rec = base(OpKind::kRecord, stream, unit);
+    rec.event = e;
+    program_.ops.push_back(rec);
+    return e;
+  }
+
+  void wait(StreamKind stream, std::int32_t event, std::int32_t unit) {
+    Op w = base(OpKind::kWait, stream, unit);
+    w.event = event;
+    program_.ops.push_back(w);
+  }
+
+  Expected<std::int32_t> alloc(StreamKind stream, BufferClass cls, std::int32_t unit,
+                               std::int32_t group, DType dtype, std::int64_t elements) {
+    std::int64_t bytes = 0;
+    if (!checked_mul(elements, dtype_bytes(dtype), &bytes)) {
+      return Error(ErrorCode::kOutOfRange,
+                   str_cat("buffer of ", elements, " elements of ", to_string(dtype),
+                           " overflows int64 bytes"));
+    }
+    Op op = base(OpKind::kAlloc, stream, unit, group);
+    op.buffer = next_buffer_++;
+    op.buffer_class = cls;
+    op.dtype = dtype;
+    op.elements = elements;
+    op.bytes = bytes;
+    program_.ops.push_back(op);
+    return op.buffer;
+  }
+
+  void free_buffer(StreamKind stream, std::int32_t buffer, BufferClass cls, std::int32_t unit,
+                   std::int32_t group) {
+    Op op = base(OpKind::kFree, stream, unit, group);
+    op.buffer = buffer;
+    op.buffer_class = cls;
+    program_.ops.push_back(op);
+  }
+
+  // `dp_axis` indexes the placement lists; the op names the mesh axis, as CollectiveInfo does.
+  Status collective(const GroupPlan& g, std::int32_t collective_index, OpKind kind,
+                    std::int32_t dp_axis, DType dtype, std::int64_t elements, StreamKind stream) {
+    Op op = base(kind, stream, g.unit, g.group);
+    op.axis = static_cast<std::int32_t>(
+        config_.placements().dp_axes()[static_cast<std::size_t>(dp_axis)]);
+    op.collective = collective_index;
+    op.dtype = dtype;
+    op.elements = elements;
+    if (!checked_mul(elements, dtype_bytes(dtype), &op.bytes)) {
+      return Error(ErrorCode::kOutOfRange, "collective payload overflows int64 bytes");
+    }
+    program_.ops.push_back(op);
+    return ok_status();
+  }
+
+  Status compute(OpKind kind, std::int32_t unit, std::int32_t group, std::int64_t flops,
+                 std::int64_t mem_bytes) {
+    Op op = base(kind, StreamKind::kCompute, unit, group);
+    op.flops = flops;
+    op.mem_bytes = mem_bytes;
+    program_.ops.push_back(op);
+    return ok_status();
+  }
+
+  // --- §5.1 resident buffers ------------------------------------------------------------------
+  Status add_resident() {
+    for (const GroupPlan& g : groups_) {
+      FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
+      FSDP_TRY(std::int64_t grad, local_elements(g, g.placements.gradient(), rank_));
+      auto add = [&](BufferClass cls, const char* what, DType dtype, std::int64_t elements,
+                     std::int64_t bytes_per_element) -> Status {
+        ResidentBuffer b;
+        b.buffer_class = cls;
+        b.unit = g.unit;
+        b.group = g.group;
+        b.what = what;
+        b.dtype = dtype;
+        b.elements = elements;
+        if (!checked_mul(elements, bytes_per_element, &b.bytes)) {
+          return Error(ErrorCode::kOutOfRange, str_cat(what, " bytes overflow int64"));
+        }
+        program_.resident.push_back(std::move(b));
+        return ok_status();
+      };
+      FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, "main_weight", g.main_dtype, opt,
+                               dtype_bytes(g.main_dtype)));
+      if (!g.aliases_main) {
+        FSDP_TRY(std::int64_t model_elements, weight_elements(g, opt));
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, "model_weight", g.compute_dtype,
+                                 model_elements, dtype_bytes(g.compute_dtype)));
+      }
+      if (g.trainable && g.main_grad_resident) {
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kMainGrads, "main_grad", g.main_grad_dtype, grad,
+                                 dtype_bytes(g.main_grad_dtype)));
+      }
+      const std::int64_t states = config_.optimizer().num_states();
+      if (g.trainable && states > 0) {
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kOptimizerState, "optimizer_state",
+                                 config_.optimizer().state_dtype(), opt * states,
+                                 dtype_bytes(config_.optimizer().state_dtype())));
+      }
+    }
+    return ok_status();
+  }
+
+  // --- unshard / reshard (§4.5) -----------------------------------------------------------------
+  std::int64_t inflight() const {
+    std::int64_t n = 0;
+    for (std::int32_t e : gathered_event_) {
+      n += e >= 0 ? 1 : 0;
+    }
+    return n;
+  }
+
+  bool has_gather_work(std::int32_t u) const {
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      if (!g.param_replicated ||
+          (g.needs_weight_sync && synced_weight_buffer_[static_cast<std::size_t>(gi)] < 0)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Enqueues the gathers of unit u on the all-gather stream and records its unshard event.
+  Status gather_unit(std::int32_t u) {
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      const auto gidx = static_cast<std::size_t>(gi);
+      if (g.needs_weight_sync && synced_weight_buffer_[gidx] < 0) {
+        // §4.5.1: the model weight rests at optimizer placements after a step; the first unshard
+        // of the step gathers it back to parameter placements, into a buffer kept to the step.
+        FSDP_TRY(std::int64_t param_local, local_elements(g, g.placements.parameter(), rank_));
+        FSDP_TRY(std::int64_t synced_elements, weight_elements(g, param_local));
+        FSDP_TRY(synced_weight_buffer_[gidx],
+                 alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
+                       g.compute_dtype, synced_elements));
+        for (std::size_t s = 0; s < g.sync_steps.size(); ++s) {
+          FSDP_TRY(std::int64_t n,
+                   step_elements(g, g.sync_states[s], g.sync_steps[s],
+                                 g.placements.parameter()[static_cast<std::size_t>(
+                                     g.sync_steps[s].axis)],
+                                 rank_));
+          FSDP_TRY(std::int64_t moved, weight_elements(g, n));
+          FSDP_RETURN_IF_ERROR(collective(g, g.sync_collectives[s],
+                                          collective_kind(g.sync_steps[s].kind),
+                                          static_cast<std::int32_t>(g.sync_steps[s].axis),
+                                          g.compute_dtype, moved, StreamKind::kAllGather));
+        }
+      }
+      if (g.param_replicated) {
+        continue;  // compute reads the (gathered) model weight directly
+      }
+      FSDP_TRY(std::int64_t unsharded_elements, weight_elements(g, g.layout.size()));
+      FSDP_TRY(unsharded_buffer_[gidx],
+               alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
+                     g.compute_dtype, unsharded_elements));
+      const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
+      for (std::size_t s = 0; s < g.unshard_steps.size(); ++s) {
+        FSDP_TRY(std::int64_t n,
+                 step_elements(g, g.unshard_states[s], g.unshard_steps[s],
+                               full[static_cast<std::size_t>(g.unshard_steps[s].axis)], rank_));
+        FSDP_TRY(std::int64_t moved, weight_elements(g, n));
+        FSDP_RETURN_IF_ERROR(collective(g, g.unshard_collectives[s], OpKind::kAllGather,
+                                        static_cast<std::int32_t>(g.unshard_steps[s].axis),
+                                        g.compute_dtype, moved, StreamKind::kAllGather));
+      }
+    }
+    gathered_event_[static_cast<std::size_t>(u)] = record(StreamKind::kAllGather, u);
+    return ok_status();
+  }
+
+  // unshard(prefetch=direction) of §4.3/§4.4: demand gather, compute waits, then prefetches.
+  Status unshard(std::int32_t u, bool forward) {
+    const auto uidx = static_cast<std::size_t>(u);
+    if (units_[uidx].groups.empty()) {
+      return ok_status();
+    }
+    if (gathered_event_[uidx] < 0 && has_gather_work(u)) {
+      FSDP_RETURN_IF_ERROR(gather_unit(u));
+    }
+    if (gathered_event_[uidx] >= 0) {
+      wait(StreamKind::kCompute, gathered_event_[uidx], u);
+    }
+    const PrefetchPolicy& policy =
+        forward ? config_.schedule().forward_prefetch() : config_.schedule().backward_prefetch();
+    const std::vector<std::int32_t>& order = forward ? forward_order_ : backward_order_;
+    const std::vector<std::int64_t>& elements = forward ? forward_elements_ : backward_elements_;
+    const std::int64_t pos = forward ? forward_position_[uidx] : backward_position_[uidx];
+    FSDP_TRY(std::vector<std::int64_t> targets, prefetch_targets(policy, elements, pos));
+    const std::int64_t cap = config_.schedule().max_inflight_all_gathers();
+    for (std::int64_t t : targets) {
+      const std::int32_t v = order[static_cast<std::size_t>(t)];
+      if (gathered_event_[static_cast<std::size_t>(v)] >= 0 || !has_gather_work(v) ||
+          (phase_ == Phase::kBackward && done_backward_[static_cast<std::size_t>(v)])) {
+        continue;
+      }
+      if (cap > 0 && inflight() >= cap) {
+        break;
+      }
+      FSDP_RETURN_IF_ERROR(gather_unit(v));
+    }
+    return ok_status();
+  }
+
+  void reshard(std::int32_t u) {
+    const auto uidx = static_cast<std::size_t>(u);
+    if (gathered_event_[uidx] < 0) {
+      return;
+    }
+    sync(StreamKind::kCompute, StreamKind::kAllGather);
+    for (std::int32_t gi : units_[uidx].groups) {
+      std::int32_t& buf = unsharded_buffer_[static_cast<std::size_t>(gi)];
+      if (buf >= 0) {
+        const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+        free_buffer(StreamKind::kAllGather, buf, BufferClass::kUnshardedWeights, g.unit, g.group);
+        buf = -1;
+      }
+    }
+    gathered_event_[uidx] = -1;
+  }
+
+  // --- forward (§4.3) ----------------------------------------------------------------------------
+  Status forward_unit(std::int32_t u) {
+    const Unit& unit = model_.units()[static_cast<std::size_t>(u)];
+    if (unit.parent() == Unit::kNoParent) {
+      sync(StreamKind::kCompute, StreamKind::kAllGather);  // root: AG after earlier compute
+    }
+    FSDP_RETURN_IF_ERROR(unshard(u, /*forward=*/true));
+    FSDP_TRY(std::int64_t per_token, unit.forward_flops_per_token(workload_.seq_len));
+    std::int64_t flops = 0;
+    if (!checked_mul(per_token, tokens_, &flops)) {
+      return Error(ErrorCode::kOutOfRange,
+                   str_cat("forward FLOPs of unit '", unit.name(), "' overflow int64"));
+    }
+    const std::int64_t act_per_token =
+        config_.recompute() ? unit.activations().recompute : unit.activations().stored;
+    std::int64_t act = 0;
+    if (!checked_mul(act_per_token, tokens_, &act)) {
+      return Error(ErrorCode::kOutOfRange,
+                   str_cat("activation bytes of unit '", unit.name(), "' overflow int64"));
+    }
+    // The forward writes the activations it keeps, so they are allocated before it runs.
+    if (act > 0) {
+      FSDP_TRY(activation_buffer_[static_cast<std::size_t>(u)],
+               alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1, DType::kFp8, act));
+    }
+    FSDP_RETURN_IF_ERROR(compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act));
+    for (std::int32_t c : model_.children(u)) {
+      FSDP_RETURN_IF_ERROR(forward_unit(c));
+    }
+    reshard(u);  // post_forward
+    return ok_status();
+  }
+
+  // --- backward (§4.4, §4.6) ---------------------------------------------------------------------
+  Status backward_unit(std::int32_t u) {
+    const Unit& unit = model_.units()[static_cast<std::size_t>(u)];
+    if (unit.parent() == Unit::kNoParent) {
+      sync(StreamKind::kCompute, rs_);  // root pre_backward: RS after earlier compute
+    }
+    FSDP_RETURN_IF_ERROR(unshard(u, /*forward=*/false));
+    std::vector<std::int32_t> children = model_.children(u);
+    for (auto it = children.rbegin(); it != children.rend(); ++it) {
+      FSDP_RETURN_IF_ERROR(backward_unit(*it));
+    }
+    FSDP_TRY(std::int64_t per_token, unit.forward_flops_per_token(workload_.seq_len));
+    std::int64_t fwd = 0;
+    std::int64_t bwd = 0;
+    if (!checked_mul(per_token, tokens_, &fwd) || !checked_mul(fwd, 2, &bwd)) {
+      return Error(ErrorCode::kOutOfRange,
+                   str_cat("backward FLOPs of unit '", unit.name(), "' overflow int64"));
+    }
+    std::int32_t recomputed = -1;
+    if (config_.recompute()) {
+      // The recompute re-materialises what the forward would have kept, beyond the checkpointed
+      // input that stayed alive; it lives until the backward has consumed it.
+      std::int64_t extra = 0;
+      if (!checked_mul(std::max<std::int64_t>(
+                           unit.activations().stored - unit.activations().recompute, 0),
+                       tokens_, &extra)) {
+        return Error(ErrorCode::kOutOfRange,
+                     str_cat("recomputed activation bytes of unit '", unit.name(),
+                             "' overflow int64"));
+      }
+      if (extra > 0) {
+        FSDP_TRY(recomputed, alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1,
+                                   DType::kFp8, extra));
+      }
+      FSDP_RETURN_IF_ERROR(compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra));
+    }
+    // Autograd writes the unit's full gradients during the backward (§5.2), so they are allocated
+    // before it runs and count towards the backward peak (§5.2, issue #6471).
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      if (g.trainable) {
+        FSDP_TRY(unit_grad_buffer_[static_cast<std::size_t>(gi)],
+                 alloc(StreamKind::kCompute, BufferClass::kUnitGrads, g.unit, g.group,
+                       g.grad_dtype, g.numel));
+      }
+    }
+    FSDP_RETURN_IF_ERROR(compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes()));
+    std::int32_t& act = activation_buffer_[static_cast<std::size_t>(u)];
+    if (act >= 0) {
+      free_buffer(StreamKind::kCompute, act, BufferClass::kActivations, u, -1);
+      act = -1;
+    }
+    if (recomputed >= 0) {
+      free_buffer(StreamKind::kCompute, recomputed, BufferClass::kActivations, u, -1);
+    }
+    done_backward_[static_cast<std::size_t>(u)] = true;
+    // post_backward: reshard first, then reduce every trainable group (§4.4).
+    reshard(u);
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      if (groups_[static_cast<std::size_t>(gi)].trainable) {
+        FSDP_RETURN_IF_ERROR(reduce_group(gi));
+      }
+    }
+    return ok_status();
+  }
+
+  Status reduce_group(std::int32_t gi) {
+    const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+    const auto gidx = static_cast<std::size_t>(gi);
+    // §4.6 steps 1-3: partial buffer on RS, copy on compute, collective on RS.
+    FSDP_TRY(std::int32_t partial, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group,
+                                         g.grad_dtype, g.layout.size()));
+    sync(rs_, StreamKind::kCompute);
+    std::int64_t copy_bytes = 0;
+    if (!checked_mul(g.numel, 2 * dtype_bytes(g.grad_dtype), &copy_bytes)) {
+      return Error(ErrorCode::kOutOfRange, "gradient copy bytes overflow int64");
+    }
+    FSDP_RETURN_IF_ERROR(compute(OpKind::kGradCopy, g.unit, g.group, 0, copy_bytes));
+    free_buffer(StreamKind::kCompute, unit_grad_buffer_[gidx], BufferClass::kUnitGrads, g.unit,
+                g.group);
+    unit_grad_buffer_[gidx] = -1;
+    sync(StreamKind::kCompute, rs_);
+    if (!g.main_grad_resident && main_grad_buffer_[gidx] < 0) {
+      // §4.6.3b: the finalised main grad of the last step was smaller; a fresh accumulation
+      // buffer is allocated on the first reduction of the step.
+      FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
+      FSDP_TRY(main_grad_buffer_[gidx], alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
+                                              g.main_grad_dtype, grad_local));
+    }
+    // §4.6c/§5.2: the reduction lands in main_grad directly only when main_grad holds no
+    // gradients yet (the step's first microbatch) and has the grad dtype; otherwise it goes to a
+    // temporary of local(gradient) elements in the grad dtype that is then added or cast in.
+    // Without communication (ZeRO-1, no-shard) the partial buffer itself is that input.
+    std::int32_t reduced = -1;
+    if (!g.reduce_steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
+      FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
+      FSDP_TRY(reduced, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.grad_dtype,
+                              grad_local));
+    }
+    for (std::size_t s = 0; s < g.reduce_steps.size(); ++s) {
+      FSDP_TRY(std::int64_t n,
+               step_elements(g, g.reduce_states[s], g.reduce_steps[s],
+                             g.placements.gradient()[static_cast<std::size_t>(
+                                 g.reduce_steps[s].axis)],
+                             rank_));
+      FSDP_RETURN_IF_ERROR(collective(g, g.reduce_collectives[s],
+                                      collective_kind(g.reduce_steps[s].kind),
+                                      static_cast<std::int32_t>(g.reduce_steps[s].axis),
+                                      g.grad_dtype, n, rs_));
+    }
+    free_buffer(rs_, partial, BufferClass::kPartialGrads, g.unit, g.group);
+    if (reduced >= 0) {
+      free_buffer(rs_, reduced, BufferClass::kPartialGrads, g.unit, g.group);
+    }
+    if (is_last_ && !g.finalize_steps.empty()) {
+      // §4.6f: finalise to the optimizer placements on the last microbatch only.
+      std::int32_t final_buffer = -1;
+      if (!g.main_grad_resident) {
+        FSDP_TRY(std::int64_t opt_local, local_elements(g, g.placements.optimizer(), rank_));
+        FSDP_TRY(final_buffer, alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
+                                     g.main_grad_dtype, opt_local));
+      }
+      // §3.2/§5.1: the finalising all-reduce (no-shard, HSDP) copies main_grad into a new buffer
+      // and reduces that in place; the old and the new buffer coexist until it ends (modelled as
+      // an extra local(gradient) buffer around the all-reduce).
+      std::int32_t all_reduce_copy = -1;
+      const bool all_reduces = std::any_of(
+          g.finalize_steps.begin(), g.finalize_steps.end(),
+          [](const RedistributeStep& st) { return st.kind == RedistributeKind::kAllReduce; });
+      if (g.main_grad_resident && all_reduces) {
+        FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
+        FSDP_TRY(all_reduce_copy, alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
+                                        g.main_grad_dtype, grad_local));
+      }
+      for (std::size_t s = 0; s < g.finalize_steps.size(); ++s) {
+        FSDP_TRY(std::int64_t n,
+                 step_elements(g, g.finalize_states[s], g.finalize_steps[s],
+                               g.placements.optimizer()[static_cast<std::size_t>(
+                                   g.finalize_steps[s].axis)],
+                               rank_));
+        FSDP_RETURN_IF_ERROR(collective(g, g.finalize_collectives[s],
+                                        collective_kind(g.finalize_steps[s].kind),
+                                        static_cast<std::int32_t>(g.finalize_steps[s].axis),
+                                        g.main_grad_dtype, n, rs_));
+      }
+      if (all_reduce_copy >= 0) {
+        free_buffer(rs_, all_reduce_copy, BufferClass::kMainGrads, g.unit, g.group);
+      }
+      if (!g.main_grad_resident) {
+        free_buffer(rs_, main_grad_buffer_[gidx], BufferClass::kMainGrads, g.unit, g.group);
+        main_grad_buffer_[gidx] = -1;
+        final_grad_buffer_[gidx] = final_buffer;
+      }
+    }
+    return ok_status();
+  }
+
+  // --- optimizer step and post-step sync (§4.9) --------------------------------------------------
+  Status optimizer_step() {
+    phase_ = Phase::kStep;
+    mb_ = -1;
+    const std::int64_t per_element = optimizer_flops_per_element(config_.optimizer());
+    const std::int64_t state_bytes = config_.optimizer().state_bytes_per_element();
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const GroupPlan& g = groups_[gi];
+      if (!g.trainable) {
+        continue;
+      }
+      FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
+      const std::int64_t bytes_per =
+          2 * dtype_bytes(g.main_dtype) + dtype_bytes(g.main_grad_dtype) + 2 * state_bytes;
+      std::int64_t flops = 0;
+      std::int64_t mem = 0;
+      if (!checked_mul(opt, per_element, &flops) || !checked_mul(opt, bytes_per, &mem)) {
+        return Error(ErrorCode::kOutOfRange, "optimizer step cost overflows int64");
+      }
+      // §5.2: a non-precision-aware optimizer sees the main grad through a cast copy in the
+      // main-weight dtype whenever the dtypes differ (bf16 grads, fp32 main weights by default);
+      // the copy lives for this group's update only.
+      std::int32_t cast_grad = -1;
+      if (g.main_grad_dtype != g.main_dtype) {
+        FSDP_TRY(cast_grad, alloc(StreamKind::kCompute, BufferClass::kMainGrads, g.unit, g.group,
+                                  g.main_dtype, opt));
+      }
+      FSDP_RETURN_IF_ERROR(compute(OpKind::kOptimizerStep, g.unit, g.group, flops, mem));
+      if (cast_grad >= 0) {
+        free_buffer(StreamKind::kCompute, cast_grad, BufferClass::kMainGrads, g.unit, g.group);
+      }
+      if (final_grad_buffer_[gi] >= 0) {
+        free_buffer(StreamKind::kCompute, final_grad_buffer_[gi], BufferClass::kMainGrads,
+                    g.unit, g.group);
+        final_grad_buffer_[gi] = -1;
+      }
+    }
+    // Post-step model-weight sync: AG waits on compute, casts and releases on AG, compute waits.
+    sync(StreamKind::kCompute, StreamKind::kAllGather);
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const GroupPlan& g = groups_[gi];
+      if (!g.aliases_main) {
+        FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
+        FSDP_TRY(std::int64_t written, weight_elements(g, opt));
+        Op op = base(OpKind::kCast, StreamKind::kAllGather, g.unit, g.group);
+        if (!checked_mul(opt, dtype_bytes(g.main_dtype), &op.mem_bytes) ||
+            !checked_mul(written, dtype_bytes(g.compute_dtype), &written) ||
+            !checked_add(op.mem_bytes, written, &op.mem_bytes)) {
+          return Error(ErrorCode::kOutOfRange, "post-step cast bytes overflow int64");
+        }
+        program_.ops.push_back(op);
+      }
+      if (synced_weight_buffer_[gi] >= 0) {
+        free_buffer(StreamKind::kAllGather, synced_weight_buffer_[gi],
+                    BufferClass::kUnshardedWeights, g.unit, g.group);
+        synced_weight_buffer_[gi] = -1;
+      }
+    }
+    sync(StreamKind::kAllGather, StreamKind::kCompute);
+    return ok_status();
+  }
+
+  const Model& model_;
+  const FsdpConfig& config_;
+  const Workload& workload_;
+  const std::vector<GroupPlan>& groups_;
+  const std::vector<UnitPlan>& units_;
+  const std::vector<std::int32_t>& forward_order_;
+  const std::vector<std::int32_t>& backward_order_;
+  std::int64_t rank_;
+
+  RankProgram program_;
+  bool unified_ = false;
+  StreamKind rs_ = StreamKind::kReduceScatter;
+  Phase phase_ = Phase::kForward;
+  std::int32_t mb_ = 0;
+  bool is_last_ = true;
+  std::int64_t tokens_ = 0;
+  std::int32_t next_event_ = 0;
+  std::int32_t next_buffer_ = 0;
+  std::vector<std::int32_t> gathered_event_;
+  std::vector<std::int32_t> unsharded_buffer_;
+  std::vector<std::int32_t> synced_weight_buffer_;
+  std::vector<std::int32_t> main_grad_buffer_;
+  std::vector<std::int32_t> final_grad_buffer_;
+  std::vector<std::int32_t> unit_grad_buffer_;
+  std::vector<std::int32_t> activation_buffer_;
+  std::vector<std::int64_t> forward_position_;
+  std::vector<std::int64_t> backward_position_;
+  std::vector<std::int64_t> forward_elements_;
+  std::vector<std::int64_t> backward_elements_;
+  std::vector<bool> done_backward_ = std::vector<bool>(units_.size(), false);
+};
+
+// §4.1.3 forward_order: named_modules() DFS pre-order, children in order.
+void forward_visit(const Model& model, std::int32_t u, std::vector<std::int32_t>* out) {
+  out->push_back(u);
+  for (std::int32_t c : model.children(u)) {
+    forward_visit(model, c, out);
+  }
+}
+
+// §4.1.3 backward_order: a unit, then its children in reverse order.
+void backward_visit(const Model& model, std::int32_t u, std::vector<std::int32_t>* out) {
+  out->push_back(u);
+  std::vector<std::int32_t> children = model.children(u);
+  for (auto it = children.rbegin(); it != children.rend(); ++it) {
+    backward_visit(model, *it, out);
+  }
+}
+
+// Builds a group's layout for the DP mesh: tensor-atomic groups get planned owners (§3.4).
+Expected<GlobalLayout> group_layout(const Unit& unit, const ParamGrouping& grouping,
+                                    const FsdpConfig& config, std::int64_t block) {
+  std::vector<Shape> shapes;
+  for (std::int64_t pi : grouping.param_indices) {
+    shapes.push_back(unit.params()[static_cast<std::size_t>(pi)].shape());
+  }
+  const std::int64_t dp = config.placements().dp_size();
+  if (config.placements().is_tensor_atomic()) {
+    FSDP_TRY(std::vector<std::int64_t> owners, plan_tensor_owners(shapes, dp));
+    return build_for_tensor_atomic(shapes, dp, owners);
+  }
+  return build_row_atomic_layout(shapes, dp, block, config.shard_layout());
+}
+
+}  // namespace
+
+std::int64_t optimizer_flops_per_element(const OptimizerPolicy& optimizer) {
+  switch (optimizer.kind()) {
+    case OptimizerKind::kSgd:
+      return 2;
+    case OptimizerKind::kSgdMomentum:
+      return 4;
+    case OptimizerKind::kAdam:
+      return 12;
+  }
+  return 0;
+}
+
+Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
+                                  const Workload& workload) {
+  if (workload.seq_len < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("workload seq_len is ", workload.seq_len, "; expected >= 1"));
+  }
+  if (workload.micro_batch_size < 1) {
+    return Error(ErrorCode::kInvalidArgument, str_cat("workload micro_batch_size is ",
+                                                      workload.micro_batch_size,
+                                                      "; expected >= 1"));
+  }
+  std::int64_t tokens = 0;
+  if (!checked_mul(workload.seq_len, workload.micro_batch_size, &tokens)) {
+    return Error(ErrorCode::kOutOfRange, "workload tokens per microbatch overflow int64");
+  }
+  const Placements& base_placements = config.placements();
+  const std::int64_t dp = base_placements.dp_size();
+
+  // Plans per parameter group, and the step's collectives table.
+  std::vector<GroupPlan> groups;
+  std::vector<UnitPlan> units(static_cast<std::size_t>(model.num_units()));
+  std::vector<CollectiveInfo> collectives;
+  for (std::int32_t u = 0; u < static_cast<std::int32_t>(model.num_units()); ++u) {
+    const Unit& unit = model.units()[static_cast<std::size_t>(u)];
+    const std::vector<ParamGrouping> groupings = group_params(unit.params());
+    for (std::size_t k = 0; k < groupings.size(); ++k) {
+      const ParamGrouping& grouping = groupings[k];
+      const std::string where = str_cat("unit '", unit.name(), "' group ", k, " (",
+                                        to_string(grouping.dtype), ")");
+      auto specialised = base_placements.specialize(grouping.dtype);
+      if (!specialised) {
+        return specialised.error().with_context(where);
+      }
+      if (grouping.dtype == DType::kFp8) {
+        // §4.12: MXFP8 quantises 32-element blocks along both dims.
+        for (std::int64_t pi : grouping.param_indices) {
+          const Param& param = unit.params()[static_cast<std::size_t>(pi)];
+          const std::span<const std::int64_t> dims = param.shape().dims();
+          if (dims.size() != 2 || dims[0] % kMxfp8BlockSize != 0 ||
+              dims[1] % kMxfp8BlockSize != 0) {
+            return Error(ErrorCode::kInvalidArgument,
+                         str_cat(where, ": MXFP8 parameter '", param.name(), "' has shape ",
+                                 to_string(param.shape()),
+                                 "; expected 2 dims, both multiples of 32"));
+          }
+        }
+      }
+      const std::int64_t block =
+          grouping.dtype == DType::kFp8 ? kMxfp8BlockSize : config.block_size();
+      auto layout = group_layout(unit, grouping, config, block);
+      if (!layout) {
+        return layout.error().with_context(where);
+      }
+      GroupPlan g(std::move(*layout), std::move(*specialised));
+      g.unit = u;
+      g.group = static_cast<std::int32_t>(k);
+      const MixedPrecisionPolicy& mp = config.mixed_precision();
+      g.compute_dtype = mp.compute_dtype_for(grouping.dtype);
+      g.grad_dtype = mp.grad_dtype_for(grouping.dtype);
+      g.main_grad_dtype = mp.main_grads_dtype_for(grouping.dtype);
+      g.main_dtype = mp.main_params_dtype();
+      g.trainable = grouping.requires_grad;
+      g.aliases_main = mp.model_weight_aliases_main(grouping.dtype);
+      g.mxfp8 = g.compute_dtype == DType::kFp8;
+      g.param_replicated = g.placements.is_replicated(BufferRole::kParameter);
+      g.needs_weight_sync = g.placements.parameter() != g.placements.optimizer();
+      for (std::int64_t pi : grouping.param_indices) {
+        g.numel += unit.params()[static_cast<std::size_t>(pi)].shape().numel();
+      }
+      const auto& P = g.placements.parameter();
+      const auto& G = g.placements.gradient();
+      const auto& O = g.placements.optimizer();
+      bool same_axes = true;
+      for (std::size_t a = 0; a < G.size(); ++a) {
+        same_axes = same_axes && (G[a].is_shard() == O[a].is_shard());
+      }
+      g.main_grad_resident = same_axes;
+      const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
+      const std::vector<Placement> partial = all_partial(g.placements.num_dp_axes(), ReduceOp::kAvg);
+      struct Leg {
+        const std::vector<Placement>* from;
+        const std::vector<Placement>* to;
+        std::vector<RedistributeStep>* steps;
+        std::vector<std::vector<Placement>>* states;
+        std::vector<std::int32_t>* indices;
+        const char* what;
+        DType dtype;
+        bool active;
+        bool weights;  // moves weights (MXFP8 planes for fp8 groups)
+      };
+      Leg legs[] = {
+          {&P, &full, &g.unshard_steps, &g.unshard_states, &g.unshard_collectives, "unshard",
+           g.compute_dtype, !g.param_replicated, true},
+          {&O, &P, &g.sync_steps, &g.sync_states, &g.sync_collectives, "model_weight_sync",
+           g.compute_dtype, g.needs_weight_sync, true},
+          {&partial, &G, &g.reduce_steps, &g.reduce_states, &g.reduce_collectives, "grad_reduce",
+           g.grad_dtype, g.trainable, false},
+          {&G, &O, &g.finalize_steps, &g.finalize_states, &g.finalize_collectives,
+           "grad_finalize", g.main_grad_dtype, g.trainable, false},
+      };
+      for (Leg& leg : legs) {
+        if (!leg.active) {
+          continue;
+        }
+        auto steps = plan_redistribute(*leg.from, *leg.to);
+        if (!steps) {
+          return steps.error().with_context(str_cat(where, ": ", leg.what));
+        }
+        for (const RedistributeStep& s : *steps) {
+          if (is_communicating(s.kind)) {
+            leg.steps->push_back(s);
+          }
+        }
+        *leg.states = step_states(*leg.from, *leg.to, *leg.steps);
+        for (std::size_t s = 0; s < leg.steps->size(); ++s) {
+          const RedistributeStep& step = (*leg.steps)[s];
+          CollectiveInfo info;
+          info.kind = collective_kind(step.kind);
+          info.axis = static_cast<std::int32_t>(base_placements.dp_axes()[static_cast<std::size_t>(
+              step.axis)]);
+          info.unit = u;
+          info.group = static_cast<std::int32_t>(k);
+          info.dtype = leg.dtype;
+          info.what = leg.what;
+          if (!g.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
+            // Uneven shards exist only on a 1-D DP mesh: every rank is a member.
+            info.member_elements.reserve(static_cast<std::size_t>(dp));
+            const Placement& target = (*leg.to)[static_cast<std::size_t>(step.axis)];
+            for (std::int64_t r = 0; r < dp; ++r) {
+              auto n = step_elements(g, (*leg.states)[s], step, target, r);
+              if (n && leg.weights) {
+                n = weight_elements(g, *n);
+              }
+              if (!n) {
+                return n.error().with_context(where);
+              }
+              info.member_elements.push_back(*n);
+            }
+          }
+          leg.indices->push_back(static_cast<std::int32_t>(collectives.size()));
+          collectives.push_back(std::move(info));
+        }
+      }
+      units[static_cast<std::size_t>(u)].groups.push_back(
+          static_cast<std::int32_t>(groups.size()));
+      units[static_cast<std::size_t>(u)].param_elements += g.numel;
+      groups.push_back(std::move(g));
+    }
+  }
+
+  // Rank classes: ranks with the same local sizes of every group under every placement state run
+  // the same program. Equal shards (padded layouts) make every rank alike.
+  const std::int64_t n_ranks = config.mesh().size();
+  std::vector<std::int32_t> rank_class(static_cast<std::size_t>(n_ranks), 0);
+  std::vector<std::int64_t> representatives = {0};
+  bool all_equal = true;
+  for (const GroupPlan& g : groups) {
+    all_equal = all_equal && g.layout.has_equal_shard_sizes();
+  }
+  if (!all_equal) {
+    representatives.clear();
+    std::map<std::vector<std::int64_t>, std::int32_t> classes;
+    for (std::int64_t r = 0; r < n_ranks; ++r) {
+      std::vector<std::int64_t> key;
+      key.reserve(groups.size() * 3);
+      for (const GroupPlan& g : groups) {
+        for (BufferRole role :
+             {BufferRole::kParameter, BufferRole::kGradient, BufferRole::kOptimizer}) {
+          auto n = local_elements(g, g.placements.of(role), r);
+          if (!n) {
+            return n.error();
+          }
+          key.push_back(*n);
+        }
+      }
+      auto [it, inserted] =
+          classes.emplace(std::move(key), static_cast<std::int32_t>(representatives.size()));
+      if (inserted) {
+        representatives.push_back(r);
+      }
+      rank_class[static_cast<std::size_t>(r)] = it->second;
+    }
+  }
+
+  // The forward order is the DFS the hooks fire in, not the vector order: Model::make only
+  // requires parents before children, so a vector order need not be a pre-order.
+  std::vector<std::int32_t> forward_order;
+  std::vector<std::int32_t> roots = model.children(Unit::kNoParent);
+  for (std::int32_t r : roots) {
+    forward_visit(model, r, &forward_order);
+  }
+  std::vector<std::int32_t> backward_order;
+  for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
+    backward_visit(model, *it, &backward_order);
+  }
+
+  std::vector<RankProgram> programs;
+  for (std::int64_t rep : representatives) {
+    ProgramBuilder builder(model, config, workload, groups, units, forward_order,
+                           backward_order, rep);
+    auto program = builder.build();
+    if (!program) {
+      return program.error().with_context(str_cat("while building the program of rank ", rep));
+    }
+    programs.push_back(std::move(*program));
+  }
+  for (std::int32_t c : rank_class) {
+    ++programs[static_cast<std::size_t>(c)].num_ranks;
+  }
+  std::vector<std::string> names;
+  for (const Unit& unit : model.units()) {
+    names.push_back(unit.name());
+  }
+  return Schedule(config.mesh(), config.schedule().unify_communication_stream(),
+                  config.num_microbatches(), std::move(programs), std::move(rank_class),
+                  std::move(collectives), std::move(names));
+}
+
+}  // namespace fsdp

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// EventQueue: the simulator's future-event list, a binary min-heap of 32-byte POD events on a
+// reserved vector, ordered by (time, insertion sequence) so that equal-time events pop in the
+// order they were pushed and every run is reproducible. No virtual calls, no per-event allocation
+// once reserved. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "sim/engine/sim_time.h"
+
+namespace fsdp::sim {
+
+enum class EventKind : std::uint8_t {
+  kStreamReady,  // the stream `subject` may try to issue its next op
+  kOpDone,       // the op running on stream `subject` finishes
+};
+
+struct Event {
+  SimTime t;
+  std::uint64_t seq = 0;
+  std::uint32_t subject = 0;     // a stream id (class * kNumStreams + stream)
+  std::uint32_t generation = 0;  // must match the subject's generation, else the event is stale
+  EventKind kind = EventKind::kStreamReady;
+};
+static_assert(sizeof(Event) <= 32);
+static_assert(std::is_trivially_copyable_v<Event>);
+
+class EventQueue {
+ public:
+  void reserve(std::size_t n) { heap_.reserve(n); }
+  void push(SimTime t, EventKind kind, std::uint32_t subject, std::uint32_t generation);
+  // FSDP_DCHECKs !empty().
+  Event pop();
+  bool empty() const { return heap_.empty(); }
+  std::size_t size() const { return heap_.size(); }
+  std::uint64_t pushed() const { return next_seq_; }
+
+ private:
+  static bool before(const Event& a, const Event& b) {
+    return a.t < b.t || (a.t == b.t && a.seq < b.seq);
+  }
+  std::vector<Event> heap_;
+  std::uint64_t next_seq_ = 0;
+};
+
+}  // namespace fsdp::sim

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// simulate: executes one optimizer step of a Schedule on a virtual mesh of `hardware` devices as a
+// discrete-event simulation. Each rank class (identical ranks) is simulated once; per class each
+// stream runs its ops in issue order; a wait blocks only its stream until the record of its event
+// has run; a collective starts when every member class of its axis groups has reached it (matched
+// by position among its stream's collectives) and ends for all of them together; buffers are
+// allocated and freed at the simulated instant their op runs. Deterministic: the same inputs give
+// the same SimResult bit for bit. See docs/design/simulator.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/base/expected.h"
+#include "core/hardware/hardware.h"
+#include "core/schedule/schedule.h"
+#include "sim/engine/sim_time.h"
+#include "sim/model/cost_model.h"
+
+namespace fsdp::sim {
+
+struct SimOptions {
+  CostOptions cost;
+  bool record_trace = false;  // fill SimResult::trace and SimResult::memory_trace
+};
+
+// Communication of one class on one stream and mesh axis.
+struct CommStat {
+  StreamKind stream = StreamKind::kAllGather;
+  std::int32_t axis = 0;
+  std::int64_t count = 0;
+  SimDuration busy;     // sum of collective durations
+  SimDuration exposed;  // the part of `busy` not overlapped by the class's compute
+  friend bool operator==(const CommStat&, const CommStat&) = default;
+};
+
+struct MemoryResult {
+  std::int64_t capacity_bytes = 0;  // device memory
+  std::int64_t resident_bytes = 0;  // buffers live across steps
+  std::array<std::int64_t, kNumBufferClasses> resident_by_class{};
+  std::int64_t peak_bytes = 0;      // resident + transient at the peak instant
+  std::array<std::int64_t, kNumBufferClasses> peak_by_class{};  // composition at the peak
+  SimTime peak_time;
+  std::int32_t peak_op = -1;        // op (program index) that reached the peak; -1: resident only
+  bool fits = true;
+  std::int32_t first_overflow_op = -1;  // first op exceeding capacity; -1 if resident does
+  SimTime first_overflow_time;
+  std::int64_t end_bytes = 0;       // resident + transient after the step
+  friend bool operator==(const MemoryResult&, const MemoryResult&) = default;
+};
+
+struct ClassResult {
+  std::int64_t representative_rank = 0;
+  std::int64_t num_ranks = 0;
+  SimTime end;                     // the last op of the class finishes
+  SimDuration compute;             // compute-stream busy time
+  SimDuration communication;       // union of collective intervals on all streams
+  SimDuration exposed_communication;  // that union minus the compute intervals
+  double overlap_fraction = 1.0;   // 1 - exposed / communication (1 when there is none)
+  std::vector<CommStat> comm;      // per (stream, axis) that has collectives, sorted
+  MemoryResult memory;
+  friend bool operator==(const ClassResult&, const ClassResult&) = default;
+};
+
+struct CollectiveKindStat {
+  OpKind kind = OpKind::kAllGather;
+  std::int32_t axis = 0;
+  std::int64_t count = 0;     // over all classes
+  double bus_bytes = 0;
+  SimDuration time;
+  double bus_bytes_per_s() const {
+    return time.ps() > 0 ? bus_bytes / time.seconds() : 0.0;
+  }
+  friend bool operator==(const CollectiveKindStat&, const CollectiveKindStat&) = default;
+};
+
+// One op that took simulated time (compute or collective), for traces.
+struct TraceRecord {
+  std::int32_t cls = 0;
+  StreamKind stream = StreamKind::kCompute;
+  std::int32_t op = 0;
+  SimTime start;
+  SimTime end;
+  friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
+};
+
+struct MemorySample {
+  std::int32_t cls = 0;
+  SimTime t;
+  std::int64_t bytes = 0;  // resident + transient after the op at t
+  friend bool operator==(const MemorySample&, const MemorySample&) = default;
+};
+
+struct SimResult {
+  SimTime step_time;                 // the slowest class's end
+  std::vector<ClassResult> classes;  // one per Schedule program
+  std::vector<CollectiveKindStat> collectives;  // per (kind, axis), sorted
+  std::vector<AxisLink> links;       // per mesh axis
+  bool fits = true;                  // every class fits device memory
+  std::int64_t events = 0;           // events processed
+  std::vector<TraceRecord> trace;    // when SimOptions::record_trace
+  std::vector<MemorySample> memory_trace;
+  friend bool operator==(const SimResult&, const SimResult&) = default;
+};
+
+// Errors: kFailedPrecondition for a deadlock (a wait whose event is never recorded, a collective
+// some member class never reaches), naming each blocked class (by representative rank), stream
+// and op; for a buffer allocated twice or freed while not allocated; for classes whose collective
+// sequences differ on a stream. kOutOfRange for an op id outside its program's ranges.
+Expected<SimResult> simulate(const Schedule& schedule, const Hardware& hardware,
+                             const SimOptions& options = {});
+
+}  // namespace fsdp::sim

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// Text, JSON and Chrome-trace renderings of a SimResult. Times in the text are milliseconds, in
+// JSON picoseconds (exact) plus milliseconds; memory in GiB and bytes.
+#include "sim/report/sim_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/base/strings.h"
+
+namespace fsdp::sim {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string gib(std::int64_t bytes) {
+  return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB";
+}
+
+std::string ms(SimDuration d) { return fixed(d.ms(), 3) + " ms"; }
+std::string ms(SimTime t) { return fixed(t.ms(), 3) + " ms"; }
+
+std::string pct(double f) { return fixed(100.0 * f, 1) + "%"; }
+
+const std::string& axis_name(const Schedule& schedule, std::int32_t axis) {
+  return schedule.mesh().axis_name(axis);
+}
+
+}  // namespace
+
+std::string render_sim_text(const SimResult& result, const Schedule& schedule,
+                            const Hardware& hardware) {
+  std::ostringstream os;
+  os << "simulated step: " << to_string(schedule.mesh()) << " (" << schedule.mesh().size()
+     << " ranks) on " << hardware.name() << ", " << schedule.num_microbatches()
+     << " microbatches, " << schedule.programs().size() << " rank class"
+     << (schedule.programs().size() == 1 ? "" : "es") << "\n";
+  os << "  step time            " << ms(result.step_time) << "\n";
+  os << "  memory               " << (result.fits ? "fits" : "DOES NOT FIT") << " in "
+     << gib(hardware.memory_bytes()) << " per device\n";
+  os << "  links:";
+  for (std::size_t a = 0; a < result.links.size(); ++a) {
+    const AxisLink& l = result.links[a];
+    os << (a == 0 ? " " : ", ") << axis_name(schedule, static_cast<std::int32_t>(a)) << "="
+       << l.group_size << " " << (l.inter_node ? "inter-node" : "intra-node") << " "
+       << fixed(static_cast<double>(l.bytes_per_s) * 1e-9, 0) << " GB/s, "
+       << fixed(static_cast<double>(l.latency_ns) * 1e-3, 1) << " us";
+  }
+  os << "\n";
+  for (std::size_t c = 0; c < result.classes.size(); ++c) {
+    const ClassResult& cr = result.classes[c];
+    os << "\nclass " << c << " (rank " << cr.representative_rank << ", " << cr.num_ranks
+       << " rank" << (cr.num_ranks == 1 ? "" : "s") << ")\n";
+    os << "  end                  " << ms(cr.end) << "\n";
+    os << "  compute busy         " << ms(cr.compute) << " ("
+       << pct(cr.end.ps() > 0 ? static_cast<double>(cr.compute.ps()) /
+                                    static_cast<double>(cr.end.ps())
+                              : 0.0)
+       << " of the step)\n";
+    os << "  communication        " << ms(cr.communication) << " busy, "
+       << ms(cr.exposed_communication) << " exposed, overlap " << pct(cr.overlap_fraction)
+       << "\n";
+    for (const CommStat& st : cr.comm) {
+      os << "    " << to_string(st.stream) << " stream, axis " << axis_name(schedule, st.axis)
+         << ": " << st.count << " collectives, " << ms(st.busy) << " busy, " << ms(st.exposed)
+         << " exposed\n";
+    }
+    const MemoryResult& m = cr.memory;
+    os << "  peak memory          " << gib(m.peak_bytes) << " of " << gib(m.capacity_bytes)
+       << " (resident " << gib(m.resident_bytes) << ")";
+    if (m.peak_op >= 0) {
+      os << " at " << ms(m.peak_time) << ", op " << m.peak_op;
+    }
+    os << "\n";
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      const std::int64_t bytes = m.peak_by_class[static_cast<std::size_t>(b)];
+      if (bytes != 0) {
+        os << "    " << to_string(static_cast<BufferClass>(b)) << ": " << gib(bytes) << "\n";
+      }
+    }
+    if (!m.fits && m.first_overflow_op < 0) {
+      os << "  overflow             the resident buffers alone exceed device memory\n";
+    } else if (!m.fits) {
+      os << "  overflow             first at op " << m.first_overflow_op << ", "
+         << ms(m.first_overflow_time) << "\n";
+    }
+  }
+  if (!result.collectives.empty()) {
+    os << "\ncollectives (all classes)\n";
+    for (const CollectiveKindStat& k : result.collectives) {
+      os << "  " << to_string(k.kind) << " on " << axis_name(schedule, k.axis) << ": " << k.count
+         << " calls, " << ms(k.time) << ", bus bandwidth "
+         << fixed(k.bus_bytes_per_s() * 1e-9, 1) << " GB/s\n";
+    }
+  }
+  os << "\n" << result.events << " events simulated\n";
+  return os.str();
+}
+
+nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& schedule,
+                                  const Hardware& hardware) {
+  using nlohmann::json;
+  json doc;
+  doc["mesh"] = to_string(schedule.mesh());
+  doc["ranks"] = schedule.mesh().size();
+  doc["hardware"] = hardware.name();
+  doc["microbatches"] = schedule.num_microbatches();
+  doc["step_time_ps"] = result.step_time.ps();
+  doc["step_time_ms"] = result.step_time.ms();
+  doc["fits"] = result.fits;
+  doc["events"] = result.events;
+  json links = json::array();
+  for (std::size_t a = 0; a < result.links.size(); ++a) {
+    const AxisLink& l = result.links[a];
+    links.push_back({{"axis", axis_name(schedule, static_cast<std::int32_t>(a))},
+                     {"group_size", l.group_size},
+                     {"inter_node", l.inter_node},
+                     {"bytes_per_s", l.bytes_per_s},
+                     {"latency_ns", l.latency_ns}});
+  }
+  doc["links"] = links;
+  json classes = json::array();
+  for (const ClassResult& cr : result.classes) {
+    json c;
+    c["representative_rank"] = cr.representative_rank;
+    c["num_ranks"] = cr.num_ranks;
+    c["end_ps"] = cr.end.ps();
+    c["compute_ps"] = cr.compute.ps();
+    c["communication_ps"] = cr.communication.ps();
+    c["exposed_communication_ps"] = cr.exposed_communication.ps();
+    c["overlap_fraction"] = cr.overlap_fraction;
+    json comm = json::array();
+    for (const CommStat& st : cr.comm) {
+      comm.push_back({{"stream", std::string(to_string(st.stream))},
+                      {"axis", axis_name(schedule, st.axis)},
+                      {"count", st.count},
+                      {"busy_ps", st.busy.ps()},
+                      {"exposed_ps", st.exposed.ps()}});
+    }
+    c["communication"] = comm;
+    const MemoryResult& m = cr.memory;
+    json mem;
+    mem["capacity_bytes"] = m.capacity_bytes;
+    mem["resident_bytes"] = m.resident_bytes;
+    mem["peak_bytes"] = m.peak_bytes;
+    mem["peak_time_ps"] = m.peak_time.ps();
+    mem["peak_op"] = m.peak_op;
+    mem["end_bytes"] = m.end_bytes;
+    mem["fits"] = m.fits;
+    mem["first_overflow_op"] = m.first_overflow_op;
+    json comp = json::object();
+    json res = json::object();
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      const std::string name(to_string(static_cast<BufferClass>(b)));
+      comp[name] = m.peak_by_class[static_cast<std::size_t>(b)];
+      res[name] = m.resident_by_class[static_cast<std::size_t>(b)];
+    }
+    mem["peak_composition_bytes"] = comp;
+    mem["resident_composition_bytes"] = res;
+    c["memory"] = mem;
+    classes.push_back(c);
+  }
+  doc["classes"] = classes;
+  json colls = json::array();
+  for (const CollectiveKindStat& k : result.collectives) {
+    colls.push_back({{"kind", std::string(to_string(k.kind))},
+                     {"axis", axis_name(schedule, k.axis)},
+                     {"count", k.count},
+                     {"time_ps", k.time.ps()},
+                     {"bus_bytes", k.bus_bytes},
+                     {"bus_bytes_per_s", k.bus_bytes_per_s()}});
+  }
+  doc["collectives"] = colls;
+  return doc;
+}
+
+nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
+  using nlohmann::json;
+  json events = json::array();
+  for (std::size_t c = 0; c < schedule.programs().size(); ++c) {
+    const RankProgram& p = schedule.programs()[c];
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", c},
+                      {"args", {{"name", str_cat("class ", c, " (rank ", p.representative_rank,
+                                                 ", ", p.num_ranks, " ranks)")}}}});
+    for (int s = 0; s < kNumStreams; ++s) {
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", c},
+                        {"tid", s},
+                        {"args", {{"name", std::string(to_string(static_cast<StreamKind>(s)))}}}});
+    }
+  }
+  for (const TraceRecord& r : result.trace) {
+    const Op& op = schedule.programs()[static_cast<std::size_t>(r.cls)]
+                       .ops[static_cast<std::size_t>(r.op)];
+    std::string name(to_string(op.kind));
+    if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
+      name += " " + schedule.unit_names()[static_cast<std::size_t>(op.unit)];
+    }
+    json args = {{"op", r.op}, {"microbatch", op.microbatch}};
+    if (is_collective(op.kind)) {
+      args["axis"] = schedule.mesh().axis_name(op.axis);
+      args["bytes"] = op.bytes;
+    } else {
+      args["flops"] = op.flops;
+    }
+    events.push_back({{"ph", "X"},
+                      {"name", name},
+                      {"cat", std::string(to_string(op.phase))},
+                      {"pid", r.cls},
+                      {"tid", static_cast<int>(r.stream)},
+                      {"ts", r.start.us()},
+                      {"dur", (r.end - r.start).us()},
+                      {"args", args}});
+  }
+  for (const MemorySample& m : result.memory_trace) {
+    events.push_back({{"ph", "C"},
+                      {"name", "memory"},
+                      {"pid", m.cls},
+                      {"ts", m.t.us()},
+                      {"args", {{"GiB", static_cast<double>(m.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace fsdp::sim

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// Benchmarks of the discrete-event simulator (sim/engine/simulator.h).
+//
+// Scenarios:
+//   BM_SimulatorLlama405bHsdp       one full optimizer step (8 microbatches) of Llama 3.1 405B on
+//                                   16,384 H100 ranks, HSDP dp_outer=2048 x dp_inner=8, ZeRO-3
+//                                   inside nodes; the schedule is built once outside the loop.
+//                                   Counters: events/s (DES events processed per second), ops/s
+//                                   (schedule ops executed per second), and the simulated step.
+//   BM_SimulatorLlama8bDp16         the CLI default (Llama 3 8B, dp=16, 4 microbatches).
+//   BM_SimulatorLlama405bHsdpTrace  the first scenario with trace recording on.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/hardware/hardware_presets.h"
+#include "core/model/model_presets.h"
+#include "core/policy/fsdp_config.h"
+#include "core/schedule/schedule_builder.h"
+#include "sim/engine/simulator.h"
+
+namespace fsdp::sim {
+namespace {
+
+Schedule build(const std::string& model, Strategy strategy, const std::string& mesh,
+               std::int64_t microbatches) {
+  FsdpOptions options;
+  options.num_microbatches = microbatches;
+  const FsdpConfig config =
+      make_fsdp_config(strategy, parse_device_mesh(mesh).value(), options).value();
+  return build_schedule(load_model_preset(model).value(), config, Workload{}).value();
+}
+
+void run(benchmark::State& state, const Schedule& schedule, bool trace) {
+  const Hardware hw = find_hardware_preset("h100").value();
+  SimOptions options;
+  options.record_trace = trace;
+  std::int64_t events = 0;
+  std::int64_t ops = 0;
+  for (const RankProgram& p : schedule.programs()) {
+    ops += static_cast<std::int64_t>(p.ops.size());
+  }
+  double step_ms = 0;
+  for (auto _ : state) {
+    auto result = simulate(schedule, hw, options);
+    if (!result) {
+      state.SkipWithError(result.error().message().c_str());
+      return;
+    }
+    events += result->events;
+    step_ms = result->step_time.ms();
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events),
+                                                  benchmark::Counter::kIsRate);
+  state.counters["ops/s"] = benchmark::Counter(
+      static_cast<double>(ops) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+  state.counters["classes"] = static_cast<double>(schedule.programs().size());
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["step_ms"] = step_ms;
+}
+
+void BM_SimulatorLlama405bHsdp(benchmark::State& state) {
+  static const Schedule schedule =
+      build("llama-3.1-405b", Strategy::kHsdp, "dp_outer=2048,dp_inner=8", 8);
+  run(state, schedule, /*trace=*/false);
+}
+BENCHMARK(BM_SimulatorLlama405bHsdp)->Unit(benchmark::kMillisecond);
+
+void BM_SimulatorLlama405bHsdpTrace(benchmark::State& state) {
+  static const Schedule schedule =
+      build("llama-3.1-405b", Strategy::kHsdp, "dp_outer=2048,dp_inner=8", 8);
+  run(state, schedule, /*trace=*/true);
+}
+BENCHMARK(BM_SimulatorLlama405bHsdpTrace)->Unit(benchmark::kMillisecond);
+
+void BM_SimulatorLlama8bDp16(benchmark::State& state) {
+  static const Schedule schedule = build("llama-3-8b", Strategy::kZero3, "dp=16", 4);
+  run(state, schedule, /*trace=*/false);
+}
+BENCHMARK(BM_SimulatorLlama8bDp16)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fsdp::sim
+
+BENCHMARK_MAIN();

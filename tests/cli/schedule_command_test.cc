@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// End-to-end tests of `fsdpsim schedule` through the command function.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/subcommands.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace fsdp::cli {
+namespace {
+
+struct Result {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+Result run_schedule(std::vector<std::string> args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  Io io{out, err, false};
+  Result r;
+  r.code = run_schedule_command(args, io);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// Llama 3 8B imports as 34 units (embedding, 32 layers, head), one trainable bf16 group each.
+constexpr int kLlamaGroups = 34;
+
+TEST(ScheduleCommandTest, Zero3SummaryCountsOneGatherPerUnitPerPassAndOneReduceScatter) {
+  Result r = run_schedule({"--model", "llama-3-8b", "--mesh", "dp=4", "--microbatches", "2",
+                           "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["all-gather"]["dp"], 2 * 2 * kLlamaGroups);
+  EXPECT_EQ(j["summary"]["reduce-scatter"]["dp"], 2 * kLlamaGroups);
+  EXPECT_FALSE(j["summary"].contains("all-reduce"));
+  EXPECT_EQ(j["classes"].size(), 1u);
+  EXPECT_EQ(j["classes"][0]["num_ranks"], 4);
+}
+
+TEST(ScheduleCommandTest, HsdpReducesOuterAxisOnTheLastMicrobatchOnly) {
+  Result r = run_schedule({"--model", "llama-3-8b", "--mesh", "dp_outer=2,dp_inner=2",
+                           "--strategy", "hsdp", "--microbatches", "3", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["reduce-scatter"]["dp_inner"], 3 * kLlamaGroups);
+  EXPECT_EQ(j["summary"]["all-reduce"]["dp_outer"], kLlamaGroups);
+  for (const auto& op : j["classes"][0]["ops"]) {
+    if (op["kind"] == "all-reduce") {
+      EXPECT_EQ(op["microbatch"], 2);
+    }
+  }
+}
+
+TEST(ScheduleCommandTest, UnpaddedLayoutsSplitRanksIntoClasses) {
+  Result r = run_schedule({"--model", "llama-3-8b", "--mesh", "dp=3", "--shard-layout",
+                           "unpadded", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["classes"].size(), 1u);
+  int ranks = 0;
+  for (const auto& c : j["classes"]) {
+    ranks += c["num_ranks"].get<int>();
+  }
+  EXPECT_EQ(ranks, 3);
+}
+
+TEST(ScheduleCommandTest, TextAndDotFormats) {
+  Result text = run_schedule({"--mesh", "dp=2", "--max-ops", "5"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("stream all-gather"), std::string::npos);
+  EXPECT_NE(text.out.find("more ops"), std::string::npos);
+  Result dot = run_schedule({"--mesh", "dp=2", "--format", "dot"});
+  ASSERT_EQ(dot.code, 0) << dot.err;
+  EXPECT_EQ(dot.out.rfind("digraph", 0), 0u);
+  EXPECT_NE(dot.out.find("->"), std::string::npos);
+}
+
+TEST(ScheduleCommandTest, BadInputsAreOneLineErrors) {
+  Result r = run_schedule({"--strategy", "zero9"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--strategy"), std::string::npos) << r.err;
+  EXPECT_EQ(run_schedule({"--mesh", "dp=0"}).code, 1);
+  EXPECT_EQ(run_schedule({"--strategy", "hsdp", "--mesh", "dp=4"}).code, 1);
+  EXPECT_EQ(run_schedule({"--model", "/nonexistent.json"}).code, 1);
+  EXPECT_EQ(run_schedule({"--format", "xml"}).code, 2);
+  EXPECT_EQ(run_schedule({"--microbatches", "x"}).code, 2);
+  Result zero = run_schedule({"--microbatches", "0"});
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_EQ(std::count(zero.err.begin(), zero.err.end(), '\n'), 1) << zero.err;
+}
+
+}  // namespace
+}  // namespace fsdp::cli

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "sim/model/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "core/hardware/hardware_presets.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace fsdp::sim {
+namespace {
+
+TEST(CostModelTest, AllGatherFollowsRingAlphaBeta) {
+  const AxisLink link{8, false, 100'000'000'000, 1000};
+  // 1e6 bf16 elements per member: the bus carries 7 * 2e6 bytes at 1e11 B/s = 140 us, plus
+  // 7 steps of 1 us latency.
+  const CollectiveCost c = collective_cost(OpKind::kAllGather, 1'000'000, DType::kBf16, link, {});
+  EXPECT_DOUBLE_EQ(c.bus_bytes, 14e6);
+  EXPECT_EQ(c.duration.ps(), 147'000'000);
+  const CollectiveCost rs =
+      collective_cost(OpKind::kReduceScatter, 1'000'000, DType::kBf16, link, {});
+  EXPECT_EQ(rs.duration, c.duration);
+}
+
+TEST(CostModelTest, AllReduceMovesTwiceTheBusBytesInTwiceTheSteps) {
+  const AxisLink link{4, true, 10'000'000'000, 10'000};
+  // 4e6 fp32 elements = 16e6 bytes; bus bytes 2 * 3/4 * 16e6 = 24e6 at 1e10 B/s = 2.4 ms;
+  // latency 10 us * 3 * 2.
+  const CollectiveCost c = collective_cost(OpKind::kAllReduce, 4'000'000, DType::kFp32, link, {});
+  EXPECT_DOUBLE_EQ(c.bus_bytes, 24e6);
+  EXPECT_EQ(c.duration.ps(), 2'400'000'000 + 60'000'000);
+}
+
+TEST(CostModelTest, GroupOfOneIsFree) {
+  const AxisLink link{1, false, 100, 1000};
+  EXPECT_EQ(collective_cost(OpKind::kAllGather, 1 << 20, DType::kBf16, link, {}).duration.ps(), 0);
+}
+
+TEST(CostModelTest, LinkEfficiencyScalesTheBandwidthTerm) {
+  const AxisLink link{2, false, 1'000'000'000, 0};
+  CostOptions o;
+  o.link_efficiency = 0.5;
+  // 1000 bf16 elements: 2000 bus bytes at 0.5e9 B/s = 4 us.
+  EXPECT_EQ(collective_cost(OpKind::kAllGather, 1000, DType::kBf16, link, o).duration.ps(),
+            4'000'000);
+}
+
+TEST(CostModelTest, ComputeIsTheSlowerOfMathAndMemory) {
+  const Hardware hw = testing::round_hardware();
+  // 1e12 FLOPs at 1e15 * 0.5 = 2 ms; 1e9 bytes at 1e12 * 0.8 = 1.25 ms.
+  EXPECT_EQ(compute_cost(testing::compute_op(OpKind::kForward, 1'000'000'000'000, 1'000'000'000),
+                         hw, {})
+                .ps(),
+            2'000'000'000);
+  // A grad copy of 4e9 bytes: memory-bound, 5 ms.
+  EXPECT_EQ(compute_cost(testing::compute_op(OpKind::kGradCopy, 0, 4'000'000'000), hw, {}).ps(),
+            5'000'000'000);
+  Op fp32 = testing::compute_op(OpKind::kOptimizerStep, 1'000'000'000, 0);
+  fp32.dtype = DType::kFp32;
+  // 1e9 FLOPs at 1e14 * 0.5 = 20 us.
+  EXPECT_EQ(compute_cost(fp32, hw, {}).ps(), 20'000'000);
+  EXPECT_EQ(compute_cost(testing::sync_op(OpKind::kRecord, StreamKind::kCompute, 0), hw, {}).ps(),
+            0);
+}
+
+TEST(CostModelTest, AxisSpanningNodesUsesTheNetwork) {
+  const Hardware hw = find_hardware_preset("h100").value();
+  const auto dp16 = axis_links(parse_device_mesh("dp=16").value(), hw);
+  ASSERT_EQ(dp16.size(), 1u);
+  EXPECT_TRUE(dp16[0].inter_node);
+  EXPECT_EQ(dp16[0].bytes_per_s, hw.inter_node_bytes_per_s());
+  const auto dp8 = axis_links(parse_device_mesh("dp=8").value(), hw);
+  EXPECT_FALSE(dp8[0].inter_node);
+  EXPECT_EQ(dp8[0].latency_ns, hw.intra_node_latency_ns());
+  const auto hsdp = axis_links(parse_device_mesh("dp_outer=4,dp_inner=8").value(), hw);
+  EXPECT_TRUE(hsdp[0].inter_node);
+  EXPECT_EQ(hsdp[0].group_size, 4);
+  EXPECT_FALSE(hsdp[1].inter_node);
+  // Inner axis of 16 spans two nodes; the outer axis (stride 16) always does.
+  const auto wide = axis_links(parse_device_mesh("a=2,b=16").value(), hw);
+  EXPECT_TRUE(wide[0].inter_node);
+  EXPECT_TRUE(wide[1].inter_node);
+  // 4 ranks per group of the inner axis on 8-device nodes stay inside a node.
+  const auto small = axis_links(parse_device_mesh("a=4,b=4").value(), hw);
+  EXPECT_TRUE(small[0].inter_node);
+  EXPECT_FALSE(small[1].inter_node);
+}
+
+}  // namespace
+}  // namespace fsdp::sim

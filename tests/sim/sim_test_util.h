@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers for the simulator tests: hand-built schedules (one rank class, or several) and a
+// round-numbered hardware description so that closed forms are easy to write down.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/hardware/hardware.h"
+#include "core/mesh/device_mesh.h"
+#include "core/schedule/schedule.h"
+
+namespace fsdp::sim::testing {
+
+// 8 devices per node, 100 GB memory, 1e15 bf16 FLOP/s, 1e14 fp32, 1e12 B/s HBM,
+// 1e11 B/s NVLink with 1 us latency, 1e10 B/s network with 10 us latency.
+inline Hardware round_hardware() {
+  HardwareSpec spec;
+  spec.name = "round";
+  spec.devices_per_node = 8;
+  spec.memory_bytes = 100'000'000'000;
+  spec.peak_bf16_flops = 1'000'000'000'000'000;
+  spec.peak_fp32_flops = 100'000'000'000'000;
+  spec.hbm_bytes_per_s = 1'000'000'000'000;
+  spec.intra_node_bytes_per_s = 100'000'000'000;
+  spec.intra_node_latency_ns = 1000;
+  spec.inter_node_bytes_per_s = 10'000'000'000;
+  spec.inter_node_latency_ns = 10'000;
+  return Hardware::make(spec).value();
+}
+
+inline Op compute_op(OpKind kind, std::int64_t flops, std::int64_t mem_bytes = 0) {
+  Op op;
+  op.kind = kind;
+  op.stream = StreamKind::kCompute;
+  op.flops = flops;
+  op.mem_bytes = mem_bytes;
+  return op;
+}
+
+inline Op sync_op(OpKind kind, StreamKind stream, std::int32_t event) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.event = event;
+  return op;
+}
+
+inline Op memory_op(OpKind kind, StreamKind stream, std::int32_t buffer, std::int64_t bytes,
+                    BufferClass cls = BufferClass::kUnshardedWeights) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.buffer = buffer;
+  op.bytes = kind == OpKind::kAlloc ? bytes : 0;
+  op.buffer_class = cls;
+  return op;
+}
+
+inline Op collective_op(OpKind kind, StreamKind stream, std::int64_t elements,
+                        std::int32_t collective = 0, std::int32_t axis = 0) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.axis = axis;
+  op.collective = collective;
+  op.dtype = DType::kBf16;
+  op.elements = elements;
+  op.bytes = elements * 2;
+  return op;
+}
+
+inline RankProgram program_of(std::vector<Op> ops, std::int32_t num_events,
+                              std::int32_t num_buffers, std::int64_t rep = 0,
+                              std::int64_t num_ranks = 1) {
+  RankProgram p;
+  p.representative_rank = rep;
+  p.num_ranks = num_ranks;
+  p.ops = std::move(ops);
+  p.num_events = num_events;
+  p.num_buffers = num_buffers;
+  return p;
+}
+
+inline std::vector<CollectiveInfo> one_collective(OpKind kind = OpKind::kAllGather) {
+  CollectiveInfo info;
+  info.kind = kind;
+  info.axis = 0;
+  info.what = "unshard";
+  return {info};
+}
+
+// One program shared by every rank of `mesh`.
+inline Schedule single_class(const std::string& mesh, RankProgram program,
+                             std::vector<CollectiveInfo> collectives = one_collective()) {
+  const DeviceMesh m = parse_device_mesh(mesh).value();
+  program.num_ranks = m.size();
+  return Schedule(m, /*unified_streams=*/false, /*num_microbatches=*/1, {std::move(program)},
+                  std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0),
+                  std::move(collectives), {"u0"});
+}
+
+}  // namespace fsdp::sim::testing
