@@ -7,6 +7,8 @@
 #include "core/layout/internal/radix_sort.h"
 #include "core/layout/internal/row_alignment.h"
 
+#include <limits>
+
 namespace fsdp {
 
 namespace {
@@ -17,12 +19,38 @@ Error invalid(std::string message) {
   return Error(ErrorCode::kInvalidArgument, std::move(message));
 }
 
+Error overlap_error(const std::vector<Shape>& shapes, const std::vector<std::int64_t>& offsets,
+                    std::size_t prev, std::size_t next, std::int64_t prev_end) {
+  return invalid(str_cat(tensor_name(static_cast<std::int64_t>(next), shapes[next]), " range [",
+                         offsets[next], ", ", offsets[next] + shapes[next].numel(), ") overlaps ",
+                         tensor_name(static_cast<std::int64_t>(prev), shapes[prev]), " range [",
+                         offsets[prev], ", ", prev_end, "); expected a start >= ", prev_end));
+}
+
 }  // namespace
 
 Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
                                           std::vector<std::int64_t> tensor_to_offset,
                                           std::int64_t size,
                                           std::vector<std::int64_t> rank_to_offset) {
+  return make_impl(std::move(tensor_shapes), std::move(tensor_to_offset), size,
+                   std::move(rank_to_offset), nullptr, nullptr);
+}
+
+Expected<GlobalLayout> internal::make_layout_with_start_order(
+    std::vector<Shape> tensor_shapes, std::vector<std::int64_t> tensor_to_offset,
+    std::int64_t size, std::vector<std::int64_t> rank_to_offset,
+    std::span<const std::int64_t> numels, std::span<const std::uint32_t> start_order) {
+  return GlobalLayout::make_impl(std::move(tensor_shapes), std::move(tensor_to_offset), size,
+                                 std::move(rank_to_offset), &numels, &start_order);
+}
+
+Expected<GlobalLayout> GlobalLayout::make_impl(std::vector<Shape> tensor_shapes,
+                                               std::vector<std::int64_t> tensor_to_offset,
+                                               std::int64_t size,
+                                               std::vector<std::int64_t> rank_to_offset,
+                                               const std::span<const std::int64_t>* numels,
+                                               const std::span<const std::uint32_t>* start_order) {
   // Invariant 1: size and one offset per shape.
   if (size < 0) {
     return invalid(str_cat("layout size must be non-negative, got ", size));
@@ -49,8 +77,14 @@ Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
     return invalid(str_cat("rank ", rank_to_offset.size() - 1, " offset ", rank_to_offset.back(),
                            " exceeds layout size ", size, "; expected at most ", size));
   }
-  // Invariant 3: every tensor inside [0, size).
+  // Invariant 3: every tensor inside [0, size). Also checks the fast path's numels hint.
+  const std::size_t n = tensor_shapes.size();
+  bool hint_ok = numels != nullptr && start_order != nullptr && numels->size() == n;
+  std::size_t non_empty = 0;
   for (std::size_t i = 0; i < tensor_shapes.size(); ++i) {
+    const std::int64_t numel = tensor_shapes[i].numel();
+    non_empty += numel > 0 ? 1 : 0;
+    hint_ok = hint_ok && (*numels)[i] == numel;
     const auto index = static_cast<std::int64_t>(i);
     const std::int64_t start = tensor_to_offset[i];
     if (start < 0) {
@@ -63,7 +97,61 @@ Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
                              " + ", tensor_shapes[i].numel(), ") exceeds layout size ", size));
     }
   }
-  // Invariant 4: non-empty ranges sorted by start are disjoint. Radix sort: O(n).
+  // Invariant 4: non-empty ranges sorted by start are disjoint. Non-empty disjoint ranges have
+  // distinct starts, so an order in which each start reaches the previous end is the sorted order,
+  // and the check passes exactly when such an order exists. Fast paths first, without sorting:
+  // the builder's order (verified to list each non-empty tensor once), then id order.
+  if (hint_ok && start_order->size() == non_empty) {
+    std::vector<std::uint64_t> seen((n + 63) / 64, 0);
+    std::int64_t prev_end = std::numeric_limits<std::int64_t>::min();
+    bool fine = true;
+    for (const std::uint32_t id : *start_order) {
+      const std::size_t i = id;
+      if (i >= n || (*numels)[i] <= 0 || (seen[i / 64] >> (i % 64) & 1U) != 0 ||
+          tensor_to_offset[i] < prev_end) {
+        fine = false;
+        break;
+      }
+      seen[i / 64] |= std::uint64_t{1} << (i % 64);
+      prev_end = tensor_to_offset[i] + (*numels)[i];
+    }
+    if (fine) {
+      return assemble(std::move(tensor_shapes), std::move(tensor_to_offset), size,
+                      std::move(rank_to_offset));
+    }
+  }
+  {
+    // Id order: when the non-empty starts do not decrease with the id, the stable sort below
+    // keeps id order, so its adjacent pairs (and its first overlap) are these.
+    bool id_sorted = true;
+    std::int64_t last_start = std::numeric_limits<std::int64_t>::min();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (tensor_shapes[i].numel() > 0) {
+        if (tensor_to_offset[i] < last_start) {
+          id_sorted = false;
+          break;
+        }
+        last_start = tensor_to_offset[i];
+      }
+    }
+    if (id_sorted) {
+      std::size_t prev = n;
+      for (std::size_t next = 0; next < n; ++next) {
+        if (tensor_shapes[next].numel() <= 0) {
+          continue;
+        }
+        if (prev != n) {
+          const std::int64_t prev_end = tensor_to_offset[prev] + tensor_shapes[prev].numel();
+          if (tensor_to_offset[next] < prev_end) {
+            return overlap_error(tensor_shapes, tensor_to_offset, prev, next, prev_end);
+          }
+        }
+        prev = next;
+      }
+      return assemble(std::move(tensor_shapes), std::move(tensor_to_offset), size,
+                      std::move(rank_to_offset));
+    }
+  }
   std::vector<internal::KeyIndex> starts;
   starts.reserve(tensor_shapes.size());
   std::vector<std::int64_t> numel_of(tensor_shapes.size());  // compact for the random reads below
@@ -84,14 +172,16 @@ Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
     const auto next = static_cast<std::size_t>(starts[j].index);
     const std::int64_t prev_end = tensor_to_offset[prev] + numel_of[prev];
     if (static_cast<std::int64_t>(starts[j].key) < prev_end) {
-      return invalid(str_cat(
-          tensor_name(static_cast<std::int64_t>(next), tensor_shapes[next]), " range [",
-          tensor_to_offset[next], ", ", tensor_to_offset[next] + tensor_shapes[next].numel(),
-          ") overlaps ", tensor_name(static_cast<std::int64_t>(prev), tensor_shapes[prev]),
-          " range [", tensor_to_offset[prev], ", ", prev_end, "); expected a start >= ", prev_end));
+      return overlap_error(tensor_shapes, tensor_to_offset, prev, next, prev_end);
     }
   }
+  return assemble(std::move(tensor_shapes), std::move(tensor_to_offset), size,
+                  std::move(rank_to_offset));
+}
 
+GlobalLayout GlobalLayout::assemble(std::vector<Shape> tensor_shapes,
+                                    std::vector<std::int64_t> tensor_to_offset, std::int64_t size,
+                                    std::vector<std::int64_t> rank_to_offset) {
   GlobalLayout layout;
   layout.tensor_shapes_ = std::move(tensor_shapes);
   layout.tensor_to_offset_ = std::move(tensor_to_offset);

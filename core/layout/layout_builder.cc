@@ -42,8 +42,8 @@ Status check_dp_size(std::int64_t dp_size) {
 }
 
 // §2.2 step 1 and the per-tensor loop of step 2 (dp, block, shapes in id order); then the chunk.
+// The alignments are not kept: after these checks each is block_size * row_size without overflow.
 struct RowAtomicInputs {
-  std::vector<std::int64_t> alignments;
   std::int64_t chunk = 1;
 };
 
@@ -55,63 +55,73 @@ Expected<RowAtomicInputs> check_row_atomic_inputs(std::span<const Shape> shapes,
                  str_cat("block size must be positive, got ", block_size));
   }
   RowAtomicInputs in;
-  in.alignments.reserve(shapes.size());
+  internal::ChunkAccumulator chunk_of;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     FSDP_TRY(const std::int64_t a,
              internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
-    in.alignments.push_back(a);
+    chunk_of.add(static_cast<std::int64_t>(i), shapes[i], a);
   }
   // The reference's lcm cannot overflow (Python ints), so every shape error above takes precedence
   // over an lcm overflow here.
-  FSDP_TRY(in.chunk, internal::checked_chunk(shapes, in.alignments));
+  FSDP_TRY(in.chunk, chunk_of.result());
   return in;
 }
 
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
 // Min segment tree over a fixed number of leaves with "leftmost leaf <= threshold" descent. Leaves
-// hold kInt64Max when inactive.
+// hold kInactive (T's maximum) when inactive; every active value and every threshold must be below
+// it. T is uint32 when the chunk allows, which halves the trees.
+template <typename T>
 class MinTree {
  public:
+  static constexpr T kInactive = std::numeric_limits<T>::max();
+
   explicit MinTree(std::size_t n) {
     while (base_ < n) {
       base_ *= 2;
     }
-    node_.assign(2 * base_, kInt64Max);
+    node_.assign(2 * base_, kInactive);
   }
-  // Sets leaves from values (size <= leaf count) in O(n).
-  void build(const std::vector<std::int64_t>& values) {
-    std::copy(values.begin(), values.end(), node_.begin() + static_cast<std::ptrdiff_t>(base_));
+  // Sets a leaf without updating its ancestors; build() then restores them.
+  void init_leaf(std::size_t leaf, std::int64_t value) {
+    node_[leaf + base_] = static_cast<T>(value);
+  }
+  // Recomputes every inner node from the leaves in O(n).
+  void build() {
     for (std::size_t v = base_ - 1; v >= 1; --v) {
       node_[v] = std::min(node_[2 * v], node_[2 * v + 1]);
     }
   }
-  void set(std::size_t leaf, std::int64_t value) {
+  void set(std::size_t leaf, std::int64_t value) { set_raw(leaf, static_cast<T>(value)); }
+  void deactivate(std::size_t leaf) { set_raw(leaf, kInactive); }
+  // Leftmost leaf with value <= threshold, or kNone.
+  std::size_t leftmost_at_most(std::int64_t threshold) const {
+    if (static_cast<std::int64_t>(node_[1]) > threshold) {
+      return kNone;
+    }
+    std::size_t v = 1;
+    while (v < base_) {
+      v = static_cast<std::int64_t>(node_[2 * v]) <= threshold ? 2 * v : 2 * v + 1;
+    }
+    return v - base_;
+  }
+
+ private:
+  void set_raw(std::size_t leaf, T value) {
     std::size_t v = leaf + base_;
     node_[v] = value;
     for (v /= 2; v >= 1; v /= 2) {
-      const std::int64_t m = std::min(node_[2 * v], node_[2 * v + 1]);
+      const T m = std::min(node_[2 * v], node_[2 * v + 1]);
       if (node_[v] == m) {
         break;
       }
       node_[v] = m;
     }
   }
-  // Leftmost leaf with value <= threshold, or npos.
-  std::size_t leftmost_at_most(std::int64_t threshold) const {
-    if (node_[1] > threshold) {
-      return kNpos;
-    }
-    std::size_t v = 1;
-    while (v < base_) {
-      v = node_[2 * v] <= threshold ? 2 * v : 2 * v + 1;
-    }
-    return v - base_;
-  }
 
-  static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
-
- private:
   std::size_t base_ = 1;
-  std::vector<std::int64_t> node_;
+  std::vector<T> node_;
 };
 
 Error overflow_error(std::string_view what) {
@@ -119,13 +129,38 @@ Error overflow_error(std::string_view what) {
                               "; expected a total size of at most ", kInt64Max, " elements"));
 }
 
-// The PADDED offsets of §2.2 (inputs already checked). Returns the end of the last placement
-// ("next" after the tail) through *end.
-Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes,
-                                                   const std::vector<std::int64_t>& align,
-                                                   std::int64_t chunk, std::int64_t* end) {
+// What padded_offsets produces: the offsets by id, the numels by id, the non-empty tensors'
+// ids in order of offset (GlobalLayout's fast overlap check; empty when n >= 2^32), and the end
+// of the last placement ("next" after the tail).
+struct PaddedPlacement {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> numel_of;
+  std::vector<std::uint32_t> start_order;
+  std::int64_t end = 0;
+};
+
+// The PADDED offsets of §2.2 (inputs already checked, so every alignment block_size * row_size
+// fits int64). Idx holds a tensor id or fragment position, and its maximum means "none": uint32
+// when n < 2^32 - 1, which halves the index arrays. Val holds the trees' values (numels below the
+// chunk, and remainders mod the chunk): uint32 when chunk < 2^32 - 1.
+template <typename Idx, typename Val>
+Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
+                                              std::int64_t block_size, std::int64_t chunk) {
   const std::size_t n = shapes.size();
-  std::vector<std::int64_t> offsets(n, 0);
+  PaddedPlacement out;
+  std::vector<std::int64_t>& offsets = out.offsets;
+  offsets.resize(n);  // every entry is written below
+  const bool record_order = n <= std::numeric_limits<std::uint32_t>::max();
+  if (record_order) {
+    out.start_order.reserve(n);
+  }
+  // Called at each placement, which happens in increasing offset order (T, its gap's fragments,
+  // its conjugate, the next regular, ..., the tail).
+  const auto placed_at = [&](std::size_t id, std::int64_t numel) {
+    if (record_order && numel > 0) {
+      out.start_order.push_back(static_cast<std::uint32_t>(id));
+    }
+  };
   auto name = [&](std::size_t i) {
     return internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]);
   };
@@ -133,38 +168,62 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
   // Step 3: regulars in id order; fragments in the global order (numel desc, id asc), which a
   // stable radix sort on (max_numel - numel) over the id-ordered fragments yields directly.
   // numel by id: the walks below index it randomly, and it is far smaller than the shapes.
-  std::vector<std::int64_t> numel_of(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    numel_of[i] = shapes[i].numel();
-  }
-  std::vector<std::size_t> regulars;
-  std::vector<internal::KeyIndex> frag_keys;
+  std::vector<std::int64_t>& numel_of = out.numel_of;
+  numel_of.resize(n);
+  std::size_t num_regulars = 0;
   std::int64_t max_frag_numel = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t numel = numel_of[i];
-    if (numel >= chunk) {
-      regulars.push_back(i);
+    numel_of[i] = shapes[i].numel();
+    if (numel_of[i] >= chunk) {
+      ++num_regulars;
     } else {
-      frag_keys.push_back({static_cast<std::uint64_t>(numel), i});
-      max_frag_numel = std::max(max_frag_numel, numel);
+      max_frag_numel = std::max(max_frag_numel, numel_of[i]);
     }
   }
-  for (internal::KeyIndex& k : frag_keys) {
-    k.key = static_cast<std::uint64_t>(max_frag_numel) - k.key;
-  }
-  internal::stable_radix_sort(frag_keys);
+  const std::size_t num_frags = n - num_regulars;
+  std::vector<Idx> regulars;
+  regulars.reserve(num_regulars);
   // Per position p of the global order: tensor id, numel, alignment (contiguous for the walks).
-  const std::size_t num_frags = frag_keys.size();
-  std::vector<std::size_t> pos_id(num_frags);
+  std::vector<Idx> pos_id(num_frags);
+  if constexpr (sizeof(Idx) == 4 && sizeof(Val) == 4) {
+    // Key (< chunk < 2^32) and id packed into one word: half the memory of KeyIndex.
+    std::vector<std::uint64_t> frag_keys;
+    frag_keys.reserve(num_frags);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t numel = numel_of[i];
+      if (numel >= chunk) {
+        regulars.push_back(static_cast<Idx>(i));
+      } else {
+        frag_keys.push_back(static_cast<std::uint64_t>(max_frag_numel - numel) << 32 | i);
+      }
+    }
+    internal::stable_radix_sort_by_high_bits(frag_keys, 32);
+    for (std::size_t p = 0; p < num_frags; ++p) {
+      pos_id[p] = static_cast<Idx>(frag_keys[p] & 0xFFFFFFFFU);
+    }
+  } else {
+    std::vector<internal::KeyIndex> frag_keys;
+    frag_keys.reserve(num_frags);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t numel = numel_of[i];
+      if (numel >= chunk) {
+        regulars.push_back(static_cast<Idx>(i));
+      } else {
+        frag_keys.push_back({static_cast<std::uint64_t>(max_frag_numel - numel), i});
+      }
+    }
+    internal::stable_radix_sort(frag_keys);
+    for (std::size_t p = 0; p < num_frags; ++p) {
+      pos_id[p] = static_cast<Idx>(frag_keys[p].index);
+    }
+  }
   std::vector<std::int64_t> pos_numel(num_frags);
   std::vector<std::int64_t> pos_align(num_frags);
   for (std::size_t p = 0; p < num_frags; ++p) {
-    const auto id = static_cast<std::size_t>(frag_keys[p].index);
-    pos_id[p] = id;
+    const std::size_t id = pos_id[p];
     pos_numel[p] = numel_of[id];
-    pos_align[p] = align[id];
+    pos_align[p] = block_size * shapes[id].row_size();
   }
-  frag_keys = {};
 
   // Fragment classes: whether a fragment fits a gap depends only on (numel, alignment), and the
   // reference always takes the first remaining fragment that fits, so a class is consumed in
@@ -172,9 +231,9 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
   // class_next[p] links p to the next position of its class. Equal numels are contiguous in the
   // global order, so one forward pass with per-alignment "last seen in this numel run" slots
   // builds the links.
-  constexpr std::size_t kNone = MinTree::kNpos;
-  std::vector<std::size_t> class_next(num_frags, kNone);
-  std::vector<std::int64_t> tree_keys(num_frags, kInt64Max);
+  constexpr Idx kNoNext = std::numeric_limits<Idx>::max();
+  std::vector<Idx> class_next(num_frags, kNoNext);
+  MinTree<Val> frag_tree(num_frags);  // leaves: class heads' numels, set below
   {
     std::unordered_map<std::int64_t, std::size_t> align_slot;
     std::vector<std::size_t> slot_last;  // last position seen with this alignment
@@ -191,31 +250,27 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
       }
       const std::size_t slot = it->second;
       if (slot_run[slot] == run) {
-        class_next[slot_last[slot]] = p;
+        class_next[slot_last[slot]] = static_cast<Idx>(p);
       } else {
-        tree_keys[p] = pos_numel[p];  // class head
+        frag_tree.init_leaf(p, pos_numel[p]);  // class head
       }
       slot_last[slot] = p;
       slot_run[slot] = run;
     }
   }
-  MinTree frag_tree(num_frags);
-  frag_tree.build(tree_keys);
-  tree_keys = {};
+  frag_tree.build();
   std::vector<char> placed(num_frags, 0);
 
-  // Conjugate candidates: numel % chunk of each unconsumed regular (kInt64Max when 0 or consumed).
+  // Conjugate candidates: numel % chunk of each unconsumed regular (inactive when 0 or consumed).
   const std::size_t num_regs = regulars.size();
-  std::vector<std::int64_t> reg_keys(num_regs, kInt64Max);
+  MinTree<Val> reg_tree(num_regs);
   for (std::size_t q = 0; q < num_regs; ++q) {
     const std::int64_t rc = numel_of[regulars[q]] % chunk;
     if (rc != 0) {
-      reg_keys[q] = rc;
+      reg_tree.init_leaf(q, rc);
     }
   }
-  MinTree reg_tree(num_regs);
-  reg_tree.build(reg_keys);
-  reg_keys = {};
+  reg_tree.build();
   std::vector<char> consumed(num_regs, 0);
 
   std::vector<std::size_t> blocked;  // class heads that failed in the current gap
@@ -232,9 +287,10 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
     const std::size_t t = regulars[head];
     const std::int64_t t_numel = numel_of[t];
     consumed[head] = 1;
-    reg_tree.set(head, kInt64Max);
+    reg_tree.deactivate(head);
     ++head;
     offsets[t] = next;
+    placed_at(t, t_numel);
     const std::int64_t rem = t_numel % chunk;
     std::int64_t gap_start = 0;
     if (!checked_add(next, t_numel, &gap_start)) {
@@ -248,15 +304,17 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
       return overflow_error(str_cat("padding ", name(t), " to the chunk"));
     }
     std::int64_t gap_end = next;
+    std::size_t conjugate = kNone;
     // 4c: the first remaining regular (in id order; all remaining ones follow T) with
     // 0 < rc <= chunk - rem.
     const std::size_t q = reg_tree.leftmost_at_most(chunk - rem);
     if (q != kNone) {
       const std::size_t c = regulars[q];
       consumed[q] = 1;
-      reg_tree.set(q, kInt64Max);
+      reg_tree.deactivate(q);
       const std::int64_t rc = numel_of[c] % chunk;
       offsets[c] = next - rc;
+      conjugate = c;
       gap_end = offsets[c];
       if (!checked_add(next, numel_of[c] - rc, &next)) {
         return overflow_error(str_cat("placing conjugate ", name(c)));
@@ -273,14 +331,15 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
       std::int64_t at = 0;
       if (checked_pad(gap_start, pos_align[p], &at) && at <= gap_end - pos_numel[p]) {
         offsets[pos_id[p]] = at;
+        placed_at(pos_id[p], pos_numel[p]);
         gap_start = at + pos_numel[p];
         placed[p] = 1;
-        frag_tree.set(p, kInt64Max);
-        if (class_next[p] != kNone) {
+        frag_tree.deactivate(p);
+        if (class_next[p] != kNoNext) {
           frag_tree.set(class_next[p], pos_numel[class_next[p]]);
         }
       } else {
-        frag_tree.set(p, kInt64Max);
+        frag_tree.deactivate(p);
         blocked.push_back(p);
       }
     }
@@ -288,6 +347,9 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
       frag_tree.set(p, pos_numel[p]);
     }
     blocked.clear();
+    if (conjugate != kNone) {
+      placed_at(conjugate, numel_of[conjugate]);  // at gap_end, after the gap's fragments
+    }
   }
 
   // Step 5: the tail, in global fragment order.
@@ -299,12 +361,22 @@ Expected<std::vector<std::int64_t>> padded_offsets(std::span<const Shape> shapes
       return overflow_error(str_cat("aligning ", name(pos_id[p]), " in the tail"));
     }
     offsets[pos_id[p]] = next;
+    placed_at(pos_id[p], pos_numel[p]);
     if (!checked_add(next, pos_numel[p], &next)) {
       return overflow_error(str_cat("placing ", name(pos_id[p]), " in the tail"));
     }
   }
-  *end = next;
-  return offsets;
+  out.end = next;
+  return out;
+}
+
+Expected<PaddedPlacement> padded_offsets(std::span<const Shape> shapes, std::int64_t block_size,
+                                         std::int64_t chunk) {
+  constexpr std::uint32_t kU32Max = std::numeric_limits<std::uint32_t>::max();
+  if (shapes.size() < kU32Max && chunk < kU32Max) {
+    return padded_offsets_impl<std::uint32_t, std::uint32_t>(shapes, block_size, chunk);
+  }
+  return padded_offsets_impl<std::size_t, std::int64_t>(shapes, block_size, chunk);
 }
 
 std::vector<Shape> to_vector(std::span<const Shape> shapes) {
@@ -324,9 +396,8 @@ Expected<GlobalLayout> build_row_atomic_layout(std::span<const Shape> shapes, st
 Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
                                             std::int64_t block_size) {
   FSDP_TRY(const RowAtomicInputs in, check_row_atomic_inputs(shapes, dp_size, block_size));
-  std::int64_t end = 0;
-  FSDP_TRY(std::vector<std::int64_t> offsets,
-           padded_offsets(shapes, in.alignments, in.chunk, &end));
+  FSDP_TRY(PaddedPlacement placement, padded_offsets(shapes, block_size, in.chunk));
+  const std::int64_t end = placement.end;
   // Step 6: pad to chunk * dp; equal segments.
   std::int64_t unit = 0;
   std::int64_t size = 0;
@@ -340,8 +411,10 @@ Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::
   for (std::size_t k = 0; k < rank_to_offset.size(); ++k) {
     rank_to_offset[k] = static_cast<std::int64_t>(k) * segment;
   }
-  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
-                                                   std::move(rank_to_offset)));
+  FSDP_TRY(GlobalLayout layout,
+           internal::make_layout_with_start_order(to_vector(shapes), std::move(placement.offsets),
+                                                  size, std::move(rank_to_offset),
+                                                  placement.numel_of, placement.start_order));
   // Step 7.
   const Status valid = validate_for_row_atomic(layout, block_size);
   FSDP_CHECK(valid.ok()) << "padded layout failed validation: " << valid.error().message();
@@ -356,10 +429,11 @@ Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> sha
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("block size must be positive, got ", block_size));
   }
-  std::vector<std::int64_t> align(shapes.size());
+  // After these checks each alignment is block_size * row_size without overflow (not stored).
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    FSDP_TRY(align[i],
+    FSDP_TRY(const std::int64_t a,
              internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
+    static_cast<void>(a);
   }
   // Packed offsets in id order.
   std::vector<std::int64_t> offsets(shapes.size());
@@ -387,12 +461,13 @@ Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> sha
     std::int64_t b = size;
     if (t < shapes.size()) {
       const I128 d = ideal - static_cast<I128>(offsets[t]) * dp;  // (t_k - offset) * dp >= 0
-      const I128 step = static_cast<I128>(align[t]) * dp;
+      const std::int64_t align_t = block_size * shapes[t].row_size();
+      const I128 step = static_cast<I128>(align_t) * dp;
       const I128 j = d / step;
       const I128 below = d - j * step;
       const I128 above = step - below;
       const I128 chosen = below <= above ? j : j + 1;
-      b = offsets[t] + static_cast<std::int64_t>(chosen) * align[t];
+      b = offsets[t] + static_cast<std::int64_t>(chosen) * align_t;
     }
     rank_to_offset[static_cast<std::size_t>(k)] = b;
   }
@@ -438,13 +513,39 @@ Expected<GlobalLayout> build_for_tensor_atomic(std::span<const Shape> shapes, st
   }
   std::vector<std::int64_t> cursor = rank_to_offset;
   std::vector<std::int64_t> offsets(shapes.size());
+  std::vector<std::int64_t> numel_of(shapes.size());
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     auto& c = cursor[static_cast<std::size_t>(tensor_owners[i])];
     offsets[i] = c;
-    c += shapes[i].numel();
+    numel_of[i] = shapes[i].numel();
+    c += numel_of[i];
   }
-  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
-                                                   std::move(rank_to_offset)));
+  cursor = {};
+  // The non-empty tensors in order of offset (by owner, then id), by counting sort on the owner:
+  // GlobalLayout's overlap check then needs no sort.
+  std::vector<std::uint32_t> start_order;
+  if (shapes.size() < std::numeric_limits<std::uint32_t>::max()) {
+    std::vector<std::uint32_t> slot(dp + 1, 0);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (numel_of[i] > 0) {
+        ++slot[static_cast<std::size_t>(tensor_owners[i]) + 1];
+      }
+    }
+    for (std::size_t k = 0; k < dp; ++k) {
+      slot[k + 1] += slot[k];
+    }
+    start_order.resize(slot[dp]);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (numel_of[i] > 0) {
+        start_order[slot[static_cast<std::size_t>(tensor_owners[i])]++] =
+            static_cast<std::uint32_t>(i);
+      }
+    }
+  }
+  FSDP_TRY(GlobalLayout layout,
+           internal::make_layout_with_start_order(to_vector(shapes), std::move(offsets), size,
+                                                  std::move(rank_to_offset), numel_of,
+                                                  start_order));
   const Status valid = validate_for_tensor_atomic(layout);
   FSDP_CHECK(valid.ok()) << "tensor-atomic layout failed validation: " << valid.error().message();
   return layout;

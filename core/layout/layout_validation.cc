@@ -5,6 +5,7 @@
 #include "core/layout/internal/row_alignment.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace fsdp {
@@ -21,18 +22,16 @@ Status check_block_size(std::int64_t block_size) {
   return ok_status();
 }
 
-// Per-tensor shape checks (§1.3 step 3 without the offset rule); returns every alignment.
-Expected<std::vector<std::int64_t>> shape_alignments(const GlobalLayout& layout,
-                                                     std::int64_t block_size) {
-  std::vector<std::int64_t> alignments;
-  alignments.reserve(layout.tensor_shapes().size());
+// Per-tensor shape checks (§1.3 step 3 without the offset rule). Afterwards every alignment is
+// block_size * row_size without overflow, so none is stored.
+Status check_shapes(const GlobalLayout& layout, std::int64_t block_size) {
   for (std::int64_t i = 0; i < layout.num_tensors(); ++i) {
     FSDP_TRY(const std::int64_t a,
              internal::checked_row_alignment(i, layout.tensor_shapes()[static_cast<std::size_t>(i)],
                                              block_size));
-    alignments.push_back(a);
+    static_cast<void>(a);
   }
-  return alignments;
+  return ok_status();
 }
 
 }  // namespace
@@ -54,8 +53,7 @@ Status validate_for_row_atomic(const GlobalLayout& layout, std::int64_t block_si
   }
   // 3. per tensor: shape, then offset alignment.
   const auto& shapes = layout.tensor_shapes();
-  std::vector<std::int64_t> alignments;
-  alignments.reserve(shapes.size());
+  internal::ChunkAccumulator chunk_of;
   for (std::int64_t i = 0; i < layout.num_tensors(); ++i) {
     const auto ui = static_cast<std::size_t>(i);
     FSDP_TRY(const std::int64_t a, internal::checked_row_alignment(i, shapes[ui], block_size));
@@ -66,10 +64,10 @@ Status validate_for_row_atomic(const GlobalLayout& layout, std::int64_t block_si
                            " is incompatible with alignment ", a, ": expected a multiple of ", a,
                            ", got remainder ", offset % a));
     }
-    alignments.push_back(a);
+    chunk_of.add(i, shapes[ui], a);
   }
   // 4. rank offsets on chunk multiples.
-  FSDP_TRY(const std::int64_t chunk, internal::checked_chunk(shapes, alignments));
+  FSDP_TRY(const std::int64_t chunk, chunk_of.result());
   for (std::int64_t k = 0; k < layout.dp_size(); ++k) {
     const std::int64_t ro = layout.rank_to_offset()[static_cast<std::size_t>(k)];
     if (ro % chunk != 0) {
@@ -83,7 +81,8 @@ Status validate_for_row_atomic(const GlobalLayout& layout, std::int64_t block_si
 
 Status validate_for_row_atomic_unpadded(const GlobalLayout& layout, std::int64_t block_size) {
   FSDP_RETURN_IF_ERROR(check_block_size(block_size));
-  FSDP_TRY(const std::vector<std::int64_t> alignments, shape_alignments(layout, block_size));
+  FSDP_RETURN_IF_ERROR(check_shapes(layout, block_size));
+  const auto& shapes = layout.tensor_shapes();
   // GlobalLayout::make guarantees disjoint non-empty ranges inside [0, size), so the numels sum to
   // at most size (no overflow) and reach it exactly when there are no gaps.
   std::int64_t data = 0;
@@ -96,34 +95,59 @@ Status validate_for_row_atomic_unpadded(const GlobalLayout& layout, std::int64_t
                          "; expected the sum of tensor numels ", data));
   }
   // Boundaries (non-decreasing) against non-empty tensors sorted by start: one merge pass.
-  std::vector<std::size_t> order;
-  order.reserve(layout.tensor_shapes().size());
-  for (std::size_t i = 0; i < layout.tensor_shapes().size(); ++i) {
-    if (layout.tensor_shapes()[i].numel() > 0) {
-      order.push_back(i);
+  // Non-empty ranges are disjoint, so their starts are distinct and the sorted order is unique;
+  // the packed builder's offsets already increase with the id, so sort only when they do not.
+  const auto& offsets = layout.tensor_to_offset();
+  const std::size_t n = shapes.size();
+  bool id_sorted = true;
+  {
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    for (std::size_t i = 0; i < n && id_sorted; ++i) {
+      if (shapes[i].numel() > 0) {
+        id_sorted = offsets[i] >= last;
+        last = offsets[i];
+      }
     }
   }
-  const auto& offsets = layout.tensor_to_offset();
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return offsets[a] < offsets[b]; });
+  std::vector<std::size_t> order;
+  if (!id_sorted) {
+    order.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (shapes[i].numel() > 0) {
+        order.push_back(i);
+      }
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return offsets[a] < offsets[b]; });
+  }
+  // Position t of the sorted order: order[t], or (id order) the t-th id, skipping empty tensors.
   std::size_t t = 0;
-  for (std::int64_t k = 1; k < layout.dp_size(); ++k) {
-    const std::int64_t b = layout.rank_to_offset()[static_cast<std::size_t>(k)];
-    while (t < order.size() && offsets[order[t]] + layout.tensor_shapes()[order[t]].numel() <= b) {
+  const std::size_t end = id_sorted ? n : order.size();
+  const auto id_at = [&](std::size_t pos) { return id_sorted ? pos : order[pos]; };
+  const auto skip_empty = [&] {
+    while (id_sorted && t < end && shapes[t].numel() <= 0) {
       ++t;
     }
-    if (t == order.size()) {
+  };
+  skip_empty();
+  for (std::int64_t k = 1; k < layout.dp_size(); ++k) {
+    const std::int64_t b = layout.rank_to_offset()[static_cast<std::size_t>(k)];
+    while (t < end && offsets[id_at(t)] + shapes[id_at(t)].numel() <= b) {
+      ++t;
+      skip_empty();
+    }
+    if (t == end) {
       break;
     }
-    const std::size_t i = order[t];
+    const std::size_t i = id_at(t);
     const std::int64_t start = offsets[i];
-    if (start < b && (b - start) % alignments[i] != 0) {
-      return Error(
-          ErrorCode::kInvalidArgument,
-          str_cat("rank ", k, " boundary ", b, " splits a row/block of ",
-                  tensor_name(static_cast<std::int64_t>(i), layout.tensor_shapes()[i]),
-                  " at offset ", start, ": expected (boundary - offset) to be a multiple of ",
-                  alignments[i], ", got ", b - start));
+    const std::int64_t alignment = block_size * shapes[i].row_size();
+    if (start < b && (b - start) % alignment != 0) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("rank ", k, " boundary ", b, " splits a row/block of ",
+                           tensor_name(static_cast<std::int64_t>(i), shapes[i]), " at offset ",
+                           start, ": expected (boundary - offset) to be a multiple of ",
+                           alignment, ", got ", b - start));
     }
   }
   return ok_status();

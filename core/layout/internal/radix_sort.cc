@@ -43,4 +43,42 @@ void stable_radix_sort(std::vector<KeyIndex>& items) {
   }
 }
 
+void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift) {
+  constexpr int kBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+  constexpr std::uint64_t kMask = kBuckets - 1;
+  if (items.size() < 2) {
+    return;
+  }
+  if (items.size() < 256) {
+    std::stable_sort(items.begin(), items.end(), [shift](std::uint64_t a, std::uint64_t b) {
+      return (a >> shift) < (b >> shift);
+    });
+    return;
+  }
+  std::uint64_t max_key = 0;
+  for (const std::uint64_t it : items) {
+    max_key = std::max(max_key, it >> shift);
+  }
+  std::vector<std::uint64_t> scratch(items.size());
+  std::array<std::size_t, kBuckets> count{};
+  for (int digit = 0; digit < 64 - shift && (max_key >> digit) != 0; digit += kBits) {
+    const int at = shift + digit;
+    count.fill(0);
+    for (const std::uint64_t it : items) {
+      ++count[(it >> at) & kMask];
+    }
+    std::size_t sum = 0;
+    for (std::size_t& c : count) {
+      const std::size_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (const std::uint64_t it : items) {
+      scratch[count[(it >> at) & kMask]++] = it;
+    }
+    items.swap(scratch);
+  }
+}
+
 }  // namespace fsdp::internal

@@ -16,4 +16,8 @@ struct KeyIndex {
 // Sorts items by key ascending; items with equal keys keep their relative order.
 void stable_radix_sort(std::vector<KeyIndex>& items);
 
+// Sorts packed words by their bits from `shift` (0..63) up, ascending; the low bits are carried
+// along, and words with equal keys keep their relative order.
+void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift);
+
 }  // namespace fsdp::internal

@@ -41,24 +41,37 @@ Expected<std::int64_t> checked_row_alignment(std::int64_t index, const Shape& sh
   return alignment;
 }
 
+void ChunkAccumulator::add(std::int64_t index, const Shape& shape, std::int64_t alignment) {
+  if (bad_index_ >= 0 || chunk_ % alignment == 0) {
+    return;  // the common case, and cheaper than the gcd
+  }
+  std::int64_t next = 0;
+  if (!checked_lcm(chunk_, alignment, &next)) {
+    bad_index_ = index;
+    bad_shape_ = &shape;
+    bad_alignment_ = alignment;
+    return;
+  }
+  chunk_ = next;
+}
+
+Expected<std::int64_t> ChunkAccumulator::result() const {
+  if (bad_index_ >= 0) {
+    return Error(ErrorCode::kOutOfRange,
+                 str_cat("chunk size overflows int64 at ", tensor_name(bad_index_, *bad_shape_),
+                         ": lcm(", chunk_, ", alignment ", bad_alignment_, ") exceeds ",
+                         std::numeric_limits<std::int64_t>::max()));
+  }
+  return chunk_;
+}
+
 Expected<std::int64_t> checked_chunk(std::span<const Shape> shapes,
                                      std::span<const std::int64_t> alignments) {
-  std::int64_t chunk = 1;
+  ChunkAccumulator acc;
   for (std::size_t i = 0; i < alignments.size(); ++i) {
-    if (chunk % alignments[i] == 0) {
-      continue;  // the common case, and cheaper than the gcd
-    }
-    std::int64_t next = 0;
-    if (!checked_lcm(chunk, alignments[i], &next)) {
-      return Error(ErrorCode::kOutOfRange,
-                   str_cat("chunk size overflows int64 at ",
-                           tensor_name(static_cast<std::int64_t>(i), shapes[i]), ": lcm(", chunk,
-                           ", alignment ", alignments[i], ") exceeds ",
-                           std::numeric_limits<std::int64_t>::max()));
-    }
-    chunk = next;
+    acc.add(static_cast<std::int64_t>(i), shapes[i], alignments[i]);
   }
-  return chunk;
+  return acc.result();
 }
 
 }  // namespace fsdp::internal

@@ -25,4 +25,19 @@ Expected<std::int64_t> checked_row_alignment(std::int64_t index, const Shape& sh
 Expected<std::int64_t> checked_chunk(std::span<const Shape> shapes,
                                      std::span<const std::int64_t> alignments);
 
+// checked_chunk one tensor at a time, without a vector of alignments: add every (index, shape,
+// alignment) in index order, then result() is checked_chunk's result. The first overflow is kept
+// (later adds are ignored), so callers can finish their per-tensor checks first.
+class ChunkAccumulator {
+ public:
+  void add(std::int64_t index, const Shape& shape, std::int64_t alignment);
+  Expected<std::int64_t> result() const;
+
+ private:
+  std::int64_t chunk_ = 1;
+  std::int64_t bad_index_ = -1;  // tensor at which the lcm overflowed, or -1
+  const Shape* bad_shape_ = nullptr;
+  std::int64_t bad_alignment_ = 0;
+};
+
 }  // namespace fsdp::internal
