@@ -123,4 +123,11 @@ Expected<Workload> make_workload(const RunOptions& o) {
   return Workload{o.seq_len, o.micro_batch_size};
 }
 
+Expected<Schedule> build_schedule_from_options(const RunOptions& options) {
+  FSDP_TRY(Model model, load_model_argument(options.model));
+  FSDP_TRY(FsdpConfig config, make_config(options));
+  FSDP_TRY(Workload workload, make_workload(options));
+  return build_schedule(model, config, workload);
+}
+
 }  // namespace fsdp::cli

@@ -49,4 +49,7 @@ Expected<Model> load_model_argument(const std::string& text);
 Expected<FsdpConfig> make_config(const RunOptions& options);
 Expected<Workload> make_workload(const RunOptions& options);
 
+// The model, config and workload of `options`, and the schedule built from them.
+Expected<Schedule> build_schedule_from_options(const RunOptions& options);
+
 }  // namespace fsdp::cli

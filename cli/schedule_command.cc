@@ -56,19 +56,7 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, "schedule",
                               str_cat("--format is '", format, "'; expected text, json or dot"));
   }
-  auto model = load_model_argument(options.model);
-  if (!model) {
-    return report_error(io, model.error());
-  }
-  auto config = make_config(options);
-  if (!config) {
-    return report_error(io, config.error());
-  }
-  auto workload = make_workload(options);
-  if (!workload) {
-    return report_error(io, workload.error());
-  }
-  auto schedule = build_schedule(*model, *config, *workload);
+  auto schedule = build_schedule_from_options(options);
   if (!schedule) {
     return report_error(io, schedule.error());
   }

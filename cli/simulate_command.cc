@@ -3,6 +3,7 @@
 // simulator on a hardware preset or file; print a summary (text or JSON) and optionally write a
 // Chrome trace. With no arguments: Llama 3 8B, ZeRO-3, dp=16 (2 nodes of 8 H100s), 4 microbatches.
 #include <fstream>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/run_options.h"
@@ -17,6 +18,13 @@ namespace po = boost::program_options;
 
 namespace fsdp::cli {
 namespace {
+
+// Shortest text that reads back as the same double (0.8, not 0.80000000000000004).
+std::string format_default(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 constexpr std::string_view kUsage =
     "simulate [--model M] [--mesh AXES] [--hardware H] [--format text|json] [--trace FILE]";
@@ -56,20 +64,23 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   sim::SimOptions sim_options;
   desc.add_options()
       ("hardware", po::value(&hardware_name)->default_value(hardware_name),
-       "a preset (fsdpsim hardware --list) or a hardware JSON file")
+       "a preset (list them with: fsdpsim hardware) or a hardware JSON file")
       ("format", po::value(&format)->default_value(format), "text | json")
       ("trace", po::value(&trace_path), "write a Chrome trace (JSON) of the step to FILE")
       ("matmul-efficiency",
        po::value(&sim_options.cost.forward_efficiency)
-           ->default_value(sim_options.cost.forward_efficiency),
+           ->default_value(sim_options.cost.forward_efficiency,
+                          format_default(sim_options.cost.forward_efficiency)),
        "achieved fraction of peak math for forward, backward and recompute")
       ("memory-efficiency",
        po::value(&sim_options.cost.memory_efficiency)
-           ->default_value(sim_options.cost.memory_efficiency),
+           ->default_value(sim_options.cost.memory_efficiency,
+                          format_default(sim_options.cost.memory_efficiency)),
        "achieved fraction of HBM bandwidth")
       ("link-efficiency",
        po::value(&sim_options.cost.link_efficiency)
-           ->default_value(sim_options.cost.link_efficiency),
+           ->default_value(sim_options.cost.link_efficiency,
+                          format_default(sim_options.cost.link_efficiency)),
        "achieved fraction of link bandwidth for collectives");
   po::variables_map vm;
   if (auto done = parse_command_line("simulate", kUsage, kDescription, desc, args, vm, io)) {
@@ -93,19 +104,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (!hardware) {
     return report_error(io, hardware.error());
   }
-  auto model = load_model_argument(options.model);
-  if (!model) {
-    return report_error(io, model.error());
-  }
-  auto config = make_config(options);
-  if (!config) {
-    return report_error(io, config.error());
-  }
-  auto workload = make_workload(options);
-  if (!workload) {
-    return report_error(io, workload.error());
-  }
-  auto schedule = build_schedule(*model, *config, *workload);
+  auto schedule = build_schedule_from_options(options);
   if (!schedule) {
     return report_error(io, schedule.error());
   }

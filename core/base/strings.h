@@ -2,6 +2,7 @@
 // str_cat and join: message building without std::format (GCC 12 lacks it).
 #pragma once
 
+#include <cctype>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ std::string join(const Range& range, std::string_view sep) {
     os << x;
   }
   return os.str();
+}
+
+// s without leading and trailing whitespace.
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
+    s.remove_suffix(1);
+  }
+  return s;
 }
 
 }  // namespace fsdp

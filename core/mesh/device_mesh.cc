@@ -35,17 +35,6 @@ bool is_identifier(std::string_view name) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && is_space(s.front())) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && is_space(s.back())) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 }  // namespace
 
 Expected<DeviceMesh> DeviceMesh::make(std::vector<MeshAxis> axes) {

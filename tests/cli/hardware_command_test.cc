@@ -4,10 +4,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/subcommands.h"
+#include "tests/cli/cli_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -16,21 +18,10 @@ namespace fsdp::cli {
 
 namespace {
 
-struct Result {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
+using testing::Result;
 
 Result run_hardware(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Io io{out, err, false};
-  Result r;
-  r.code = run_hardware_command(args, io);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return testing::run_command(&run_hardware_command, std::move(args));
 }
 
 TEST(HardwareCommandTest, ListsThePresets) {

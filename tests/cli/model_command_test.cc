@@ -5,10 +5,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/subcommands.h"
+#include "tests/cli/cli_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,21 +19,10 @@ namespace fsdp::cli {
 
 namespace {
 
-struct Result {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
+using testing::Result;
 
 Result run_model(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Io io{out, err, false};
-  Result r;
-  r.code = run_model_command(args, io);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return testing::run_command(&run_model_command, std::move(args));
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

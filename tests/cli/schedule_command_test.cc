@@ -2,10 +2,12 @@
 // End-to-end tests of `fsdpsim schedule` through the command function.
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/subcommands.h"
+#include "tests/cli/cli_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,21 +15,10 @@
 namespace fsdp::cli {
 namespace {
 
-struct Result {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
+using testing::Result;
 
 Result run_schedule(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Io io{out, err, false};
-  Result r;
-  r.code = run_schedule_command(args, io);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return testing::run_command(&run_schedule_command, std::move(args));
 }
 
 // Llama 3 8B imports as 34 units (embedding, 32 layers, head), one trainable bf16 group each.
