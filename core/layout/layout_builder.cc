@@ -217,12 +217,13 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
       pos_id[p] = static_cast<Idx>(frag_keys[p].index);
     }
   }
-  std::vector<std::int64_t> pos_numel(num_frags);
-  std::vector<std::int64_t> pos_align(num_frags);
+  // Both fit Val: a fragment's numel is below the chunk, and its alignment divides the chunk.
+  std::vector<Val> pos_numel(num_frags);
+  std::vector<Val> pos_align(num_frags);
   for (std::size_t p = 0; p < num_frags; ++p) {
     const std::size_t id = pos_id[p];
-    pos_numel[p] = numel_of[id];
-    pos_align[p] = block_size * shapes[id].row_size();
+    pos_numel[p] = static_cast<Val>(numel_of[id]);
+    pos_align[p] = static_cast<Val>(block_size * shapes[id].row_size());
   }
 
   // Fragment classes: whether a fragment fits a gap depends only on (numel, alignment), and the

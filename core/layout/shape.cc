@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/layout/shape.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 #include <vector>
@@ -15,8 +16,6 @@ Expected<Shape> Shape::make(std::span<const std::int64_t> dims) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("shape has ", dims.size(), " dims; expected at most ", kMaxDims));
   }
-  Shape s;
-  s.ndim_ = static_cast<int>(dims.size());
   std::int64_t numel = 1;
   std::int64_t row = 1;
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -24,14 +23,13 @@ Expected<Shape> Shape::make(std::span<const std::int64_t> dims) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("shape dim ", i, " is ", dims[i], "; expected a size >= 0"));
     }
-    s.dims_[i] = dims[i];
     if (i > 0 && !checked_mul(row, dims[i], &row)) {
       return Error(ErrorCode::kOutOfRange,
                    str_cat("shape row size overflows int64 at dim ", i, " (size ", dims[i], ")"));
     }
   }
   // numel = rows * row_size; with a zero dim anywhere numel is 0 even if the rest overflows.
-  if (s.ndim_ > 0) {
+  if (!dims.empty()) {
     bool any_zero = false;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       any_zero = any_zero || dims[i] == 0;
@@ -44,19 +42,45 @@ Expected<Shape> Shape::make(std::span<const std::int64_t> dims) {
                            " elements; expected at most ", INT64_MAX, " elements"));
     }
   }
+  Shape s;
   s.numel_ = numel;
-  s.row_size_ = row;
+  s.ndim_ = static_cast<int>(dims.size());
+  if (s.is_inline()) {
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      s.inline_[i] = dims[i];
+    }
+  } else {
+    s.heap_ = new std::int64_t[dims.size() + 1];
+    std::copy(dims.begin(), dims.end(), s.heap_);
+    s.heap_[dims.size()] = row;
+  }
   return s;
+}
+
+void Shape::copy_from(const Shape& other) {
+  numel_ = other.numel_;
+  ndim_ = other.ndim_;
+  if (other.is_inline()) {
+    inline_[0] = other.inline_[0];
+    inline_[1] = other.inline_[1];
+  } else {
+    const auto n = static_cast<std::size_t>(ndim_) + 1;  // dims, then the row size
+    heap_ = new std::int64_t[n];
+    std::copy(other.heap_, other.heap_ + n, heap_);
+  }
 }
 
 std::int64_t Shape::rows() const {
   FSDP_CHECK(ndim_ >= 1) << "rows() of a 0-D shape";
-  return dims_[0];
+  return data()[0];
 }
 
 std::int64_t Shape::row_size() const {
   FSDP_CHECK(ndim_ >= 1) << "row_size() of a 0-D shape";
-  return row_size_;
+  if (is_inline()) {
+    return ndim_ == 2 ? inline_[1] : 1;
+  }
+  return heap_[ndim_];
 }
 
 std::string to_string(const Shape& shape) {

@@ -4,7 +4,6 @@
 // as values but every row-based builder rejects them.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
@@ -15,6 +14,9 @@
 
 namespace fsdp {
 
+// A value type of 32 bytes: layouts hold one Shape per tensor, millions of them, so the common
+// 0-, 1- and 2-D shapes keep their dims inline and only 3-D and larger ones own a heap array
+// (copied on copy). dims() points into the Shape and is valid while it lives unchanged.
 class Shape {
  public:
   static constexpr int kMaxDims = 8;
@@ -26,11 +28,30 @@ class Shape {
   }
 
   Shape() = default;  // 0-D shape, numel 1
+  Shape(const Shape& other) { copy_from(other); }
+  Shape(Shape&& other) noexcept { steal_from(other); }
+  Shape& operator=(const Shape& other) {
+    if (this != &other) {
+      Shape copy(other);
+      release();
+      steal_from(copy);
+    }
+    return *this;
+  }
+  Shape& operator=(Shape&& other) noexcept {
+    if (this != &other) {
+      release();
+      steal_from(other);
+    }
+    return *this;
+  }
+  ~Shape() { release(); }
 
   int ndim() const { return ndim_; }
-  std::int64_t dim(int i) const { return dims_[static_cast<std::size_t>(i)]; }
+  // Requires 0 <= i < ndim().
+  std::int64_t dim(int i) const { return data()[i]; }
   std::span<const std::int64_t> dims() const {
-    return {dims_.data(), static_cast<std::size_t>(ndim_)};
+    return {data(), static_cast<std::size_t>(ndim_)};
   }
   std::int64_t numel() const { return numel_; }
   // Rows = dim 0; row size = product of dims 1..; both FSDP_CHECK ndim() >= 1.
@@ -41,8 +62,10 @@ class Shape {
     if (a.ndim_ != b.ndim_) {
       return false;
     }
+    const std::int64_t* ad = a.data();
+    const std::int64_t* bd = b.data();
     for (int i = 0; i < a.ndim_; ++i) {
-      if (a.dims_[static_cast<std::size_t>(i)] != b.dims_[static_cast<std::size_t>(i)]) {
+      if (ad[i] != bd[i]) {
         return false;
       }
     }
@@ -50,11 +73,41 @@ class Shape {
   }
 
  private:
-  std::array<std::int64_t, kMaxDims> dims_{};
+  static constexpr int kInlineDims = 2;
+
+  bool is_inline() const { return ndim_ <= kInlineDims; }
+  const std::int64_t* data() const { return is_inline() ? inline_ : heap_; }
+  // Heap shapes: dims[0..ndim) then the row size.
+  void copy_from(const Shape& other);
+  void steal_from(Shape& other) noexcept {
+    numel_ = other.numel_;
+    ndim_ = other.ndim_;
+    if (other.is_inline()) {
+      inline_[0] = other.inline_[0];
+      inline_[1] = other.inline_[1];
+    } else {
+      heap_ = other.heap_;
+      other.ndim_ = 0;  // moved-from: the 0-D shape
+      other.numel_ = 1;
+      other.inline_[0] = 0;
+      other.inline_[1] = 0;
+    }
+  }
+  void release() noexcept {
+    if (!is_inline()) {
+      delete[] heap_;
+    }
+  }
+
   std::int64_t numel_ = 1;
-  std::int64_t row_size_ = 1;
+  union {
+    std::int64_t inline_[kInlineDims] = {0, 0};
+    std::int64_t* heap_;
+  };
   int ndim_ = 0;
 };
+
+static_assert(sizeof(Shape) == 32, "Shape is stored once per tensor; keep it compact");
 
 // "(2, 6)"; "()" for 0-D; "(18,)" for 1-D (as torch.Size prints).
 std::string to_string(const Shape& shape);
