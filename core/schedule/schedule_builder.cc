@@ -11,11 +11,9 @@
 
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
-#include "core/layout/layout_builder.h"
 #include "core/layout/local_range.h"
-#include "core/layout/owner_planner.h"
 #include "core/mesh/redistribute.h"
-#include "core/model/param_groups.h"
+#include "core/schedule/shard_plan.h"
 
 namespace fsdp {
 namespace {
@@ -28,32 +26,9 @@ struct CommStep {
   std::int32_t collective = -1;  // index into the schedule's collectives
 };
 
-// Everything about one parameter group that does not depend on the rank.
-struct GroupPlan {
-  GroupPlan(GlobalLayout l, Placements p) : layout(std::move(l)), placements(std::move(p)) {}
-  std::int32_t unit = 0;
-  std::int32_t group = 0;
-  GlobalLayout layout;
-  Placements placements;
-  DType compute_dtype = DType::kBf16;
-  DType grad_dtype = DType::kBf16;
-  DType main_grad_dtype = DType::kBf16;
-  DType main_dtype = DType::kFp32;
-  bool trainable = true;
-  bool aliases_main = false;
-  bool mxfp8 = false;                // fp8 compute: weight buffers hold two planes and scales
-  bool param_replicated = false;     // ZeRO-1/2/no-shard: compute reads the model weight
-  bool needs_weight_sync = false;    // parameter != optimizer placements (ZeRO-1/2, HFSDP)
-  bool main_grad_resident = true;    // gradient and optimizer shard the same axes
-  std::int64_t numel = 0;            // sum of the group's parameter numels
-  std::vector<std::vector<Placement>> unshard_states;   // placements before each unshard step
-  std::vector<RedistributeStep> unshard_steps;
-  std::vector<std::vector<Placement>> sync_states;
-  std::vector<RedistributeStep> sync_steps;
-  std::vector<std::vector<Placement>> reduce_states;
-  std::vector<RedistributeStep> reduce_steps;
-  std::vector<std::vector<Placement>> finalize_states;
-  std::vector<RedistributeStep> finalize_steps;
+// A group's plan (core/schedule/shard_plan.h) plus the indices of its legs' collectives.
+struct GroupPlan : GroupShardPlan {
+  explicit GroupPlan(GroupShardPlan plan) : GroupShardPlan(std::move(plan)) {}
   std::vector<std::int32_t> unshard_collectives, sync_collectives, reduce_collectives,
       finalize_collectives;
 };
@@ -97,20 +72,6 @@ Expected<std::int64_t> local_elements(const GroupPlan& g, const std::vector<Plac
   return r.numel;
 }
 
-// The placement states a redistribute passes through: states[i] is the list before steps[i];
-// the final list is `to`.
-std::vector<std::vector<Placement>> step_states(const std::vector<Placement>& from,
-                                                const std::vector<Placement>& to,
-                                                const std::vector<RedistributeStep>& steps) {
-  std::vector<std::vector<Placement>> states;
-  std::vector<Placement> cur = from;
-  for (const RedistributeStep& s : steps) {
-    states.push_back(cur);
-    cur[static_cast<std::size_t>(s.axis)] = to[static_cast<std::size_t>(s.axis)];
-  }
-  return states;
-}
-
 OpKind collective_kind(RedistributeKind k) {
   switch (k) {
     case RedistributeKind::kAllGather:
@@ -124,11 +85,6 @@ OpKind collective_kind(RedistributeKind k) {
       break;
   }
   return OpKind::kRecord;  // no communication
-}
-
-bool is_communicating(RedistributeKind k) {
-  return k == RedistributeKind::kAllGather || k == RedistributeKind::kReduceScatter ||
-         k == RedistributeKind::kAllReduce;
 }
 
 // The elements this rank moves in a step: all-gather contributes its input shard, reduce-scatter
@@ -380,16 +336,16 @@ class ProgramBuilder {
         FSDP_TRY(synced_weight_buffer_[gidx],
                  alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
                        g.compute_dtype, synced_elements));
-        for (std::size_t s = 0; s < g.sync_steps.size(); ++s) {
+        for (std::size_t s = 0; s < g.sync.steps.size(); ++s) {
           FSDP_TRY(std::int64_t n,
-                   step_elements(g, g.sync_states[s], g.sync_steps[s],
+                   step_elements(g, g.sync.states[s], g.sync.steps[s],
                                  g.placements.parameter()[static_cast<std::size_t>(
-                                     g.sync_steps[s].axis)],
+                                     g.sync.steps[s].axis)],
                                  rank_));
           FSDP_TRY(std::int64_t moved, weight_elements(g, n));
           FSDP_RETURN_IF_ERROR(collective(g, g.sync_collectives[s],
-                                          collective_kind(g.sync_steps[s].kind),
-                                          static_cast<std::int32_t>(g.sync_steps[s].axis),
+                                          collective_kind(g.sync.steps[s].kind),
+                                          static_cast<std::int32_t>(g.sync.steps[s].axis),
                                           g.compute_dtype, moved, StreamKind::kAllGather));
         }
       }
@@ -401,13 +357,13 @@ class ProgramBuilder {
                alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
                      g.compute_dtype, unsharded_elements));
       const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
-      for (std::size_t s = 0; s < g.unshard_steps.size(); ++s) {
+      for (std::size_t s = 0; s < g.unshard.steps.size(); ++s) {
         FSDP_TRY(std::int64_t n,
-                 step_elements(g, g.unshard_states[s], g.unshard_steps[s],
-                               full[static_cast<std::size_t>(g.unshard_steps[s].axis)], rank_));
+                 step_elements(g, g.unshard.states[s], g.unshard.steps[s],
+                               full[static_cast<std::size_t>(g.unshard.steps[s].axis)], rank_));
         FSDP_TRY(std::int64_t moved, weight_elements(g, n));
         FSDP_RETURN_IF_ERROR(collective(g, g.unshard_collectives[s], OpKind::kAllGather,
-                                        static_cast<std::int32_t>(g.unshard_steps[s].axis),
+                                        static_cast<std::int32_t>(g.unshard.steps[s].axis),
                                         g.compute_dtype, moved, StreamKind::kAllGather));
       }
     }
@@ -592,27 +548,27 @@ class ProgramBuilder {
     // temporary of local(gradient) elements in the grad dtype that is then added or cast in.
     // Without communication (ZeRO-1, no-shard) the partial buffer itself is that input.
     std::int32_t reduced = -1;
-    if (!g.reduce_steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
+    if (!g.reduce.steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
       FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
       FSDP_TRY(reduced, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.grad_dtype,
                               grad_local));
     }
-    for (std::size_t s = 0; s < g.reduce_steps.size(); ++s) {
+    for (std::size_t s = 0; s < g.reduce.steps.size(); ++s) {
       FSDP_TRY(std::int64_t n,
-               step_elements(g, g.reduce_states[s], g.reduce_steps[s],
+               step_elements(g, g.reduce.states[s], g.reduce.steps[s],
                              g.placements.gradient()[static_cast<std::size_t>(
-                                 g.reduce_steps[s].axis)],
+                                 g.reduce.steps[s].axis)],
                              rank_));
       FSDP_RETURN_IF_ERROR(collective(g, g.reduce_collectives[s],
-                                      collective_kind(g.reduce_steps[s].kind),
-                                      static_cast<std::int32_t>(g.reduce_steps[s].axis),
+                                      collective_kind(g.reduce.steps[s].kind),
+                                      static_cast<std::int32_t>(g.reduce.steps[s].axis),
                                       g.grad_dtype, n, rs_));
     }
     free_buffer(rs_, partial, BufferClass::kPartialGrads, g.unit, g.group);
     if (reduced >= 0) {
       free_buffer(rs_, reduced, BufferClass::kPartialGrads, g.unit, g.group);
     }
-    if (is_last_ && !g.finalize_steps.empty()) {
+    if (is_last_ && !g.finalize.steps.empty()) {
       // §4.6f: finalise to the optimizer placements on the last microbatch only.
       std::int32_t final_buffer = -1;
       if (!g.main_grad_resident) {
@@ -625,22 +581,22 @@ class ProgramBuilder {
       // an extra local(gradient) buffer around the all-reduce).
       std::int32_t all_reduce_copy = -1;
       const bool all_reduces = std::any_of(
-          g.finalize_steps.begin(), g.finalize_steps.end(),
+          g.finalize.steps.begin(), g.finalize.steps.end(),
           [](const RedistributeStep& st) { return st.kind == RedistributeKind::kAllReduce; });
       if (g.main_grad_resident && all_reduces) {
         FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
         FSDP_TRY(all_reduce_copy, alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
                                         g.main_grad_dtype, grad_local));
       }
-      for (std::size_t s = 0; s < g.finalize_steps.size(); ++s) {
+      for (std::size_t s = 0; s < g.finalize.steps.size(); ++s) {
         FSDP_TRY(std::int64_t n,
-                 step_elements(g, g.finalize_states[s], g.finalize_steps[s],
+                 step_elements(g, g.finalize.states[s], g.finalize.steps[s],
                                g.placements.optimizer()[static_cast<std::size_t>(
-                                   g.finalize_steps[s].axis)],
+                                   g.finalize.steps[s].axis)],
                                rank_));
         FSDP_RETURN_IF_ERROR(collective(g, g.finalize_collectives[s],
-                                        collective_kind(g.finalize_steps[s].kind),
-                                        static_cast<std::int32_t>(g.finalize_steps[s].axis),
+                                        collective_kind(g.finalize.steps[s].kind),
+                                        static_cast<std::int32_t>(g.finalize.steps[s].axis),
                                         g.main_grad_dtype, n, rs_));
       }
       if (all_reduce_copy >= 0) {
@@ -766,21 +722,6 @@ void backward_visit(const Model& model, std::int32_t u, std::vector<std::int32_t
   }
 }
 
-// Builds a group's layout for the DP mesh: tensor-atomic groups get planned owners (§3.4).
-Expected<GlobalLayout> group_layout(const Unit& unit, const ParamGrouping& grouping,
-                                    const FsdpConfig& config, std::int64_t block) {
-  std::vector<Shape> shapes;
-  for (std::int64_t pi : grouping.param_indices) {
-    shapes.push_back(unit.params()[static_cast<std::size_t>(pi)].shape());
-  }
-  const std::int64_t dp = config.placements().dp_size();
-  if (config.placements().is_tensor_atomic()) {
-    FSDP_TRY(std::vector<std::int64_t> owners, plan_tensor_owners(shapes, dp));
-    return build_for_tensor_atomic(shapes, dp, owners);
-  }
-  return build_row_atomic_layout(shapes, dp, block, config.shard_layout());
-}
-
 }  // namespace
 
 std::int64_t optimizer_flops_per_element(const OptimizerPolicy& optimizer) {
@@ -813,136 +754,68 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   const Placements& base_placements = config.placements();
   const std::int64_t dp = base_placements.dp_size();
 
-  // Plans per parameter group, and the step's collectives table.
+  // Plans per parameter group (core/schedule/shard_plan.h), and the step's collectives table.
+  FSDP_TRY(ShardPlan plan, make_shard_plan(model, config));
   std::vector<GroupPlan> groups;
   std::vector<UnitPlan> units(static_cast<std::size_t>(model.num_units()));
   std::vector<CollectiveInfo> collectives;
-  for (std::int32_t u = 0; u < static_cast<std::int32_t>(model.num_units()); ++u) {
-    const Unit& unit = model.units()[static_cast<std::size_t>(u)];
-    const std::vector<ParamGrouping> groupings = group_params(unit.params());
-    for (std::size_t k = 0; k < groupings.size(); ++k) {
-      const ParamGrouping& grouping = groupings[k];
-      const std::string where = str_cat("unit '", unit.name(), "' group ", k, " (",
-                                        to_string(grouping.dtype), ")");
-      auto specialised = base_placements.specialize(grouping.dtype);
-      if (!specialised) {
-        return specialised.error().with_context(where);
-      }
-      if (grouping.dtype == DType::kFp8) {
-        // §4.12: MXFP8 quantises 32-element blocks along both dims.
-        for (std::int64_t pi : grouping.param_indices) {
-          const Param& param = unit.params()[static_cast<std::size_t>(pi)];
-          const std::span<const std::int64_t> dims = param.shape().dims();
-          if (dims.size() != 2 || dims[0] % kMxfp8BlockSize != 0 ||
-              dims[1] % kMxfp8BlockSize != 0) {
-            return Error(ErrorCode::kInvalidArgument,
-                         str_cat(where, ": MXFP8 parameter '", param.name(), "' has shape ",
-                                 to_string(param.shape()),
-                                 "; expected 2 dims, both multiples of 32"));
-          }
-        }
-      }
-      const std::int64_t block =
-          grouping.dtype == DType::kFp8 ? kMxfp8BlockSize : config.block_size();
-      auto layout = group_layout(unit, grouping, config, block);
-      if (!layout) {
-        return layout.error().with_context(where);
-      }
-      GroupPlan g(std::move(*layout), std::move(*specialised));
-      g.unit = u;
-      g.group = static_cast<std::int32_t>(k);
-      const MixedPrecisionPolicy& mp = config.mixed_precision();
-      g.compute_dtype = mp.compute_dtype_for(grouping.dtype);
-      g.grad_dtype = mp.grad_dtype_for(grouping.dtype);
-      g.main_grad_dtype = mp.main_grads_dtype_for(grouping.dtype);
-      g.main_dtype = mp.main_params_dtype();
-      g.trainable = grouping.requires_grad;
-      g.aliases_main = mp.model_weight_aliases_main(grouping.dtype);
-      g.mxfp8 = g.compute_dtype == DType::kFp8;
-      g.param_replicated = g.placements.is_replicated(BufferRole::kParameter);
-      g.needs_weight_sync = g.placements.parameter() != g.placements.optimizer();
-      for (std::int64_t pi : grouping.param_indices) {
-        g.numel += unit.params()[static_cast<std::size_t>(pi)].shape().numel();
-      }
-      const auto& P = g.placements.parameter();
-      const auto& G = g.placements.gradient();
-      const auto& O = g.placements.optimizer();
-      bool same_axes = true;
-      for (std::size_t a = 0; a < G.size(); ++a) {
-        same_axes = same_axes && (G[a].is_shard() == O[a].is_shard());
-      }
-      g.main_grad_resident = same_axes;
-      const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
-      const std::vector<Placement> partial = all_partial(g.placements.num_dp_axes(), ReduceOp::kAvg);
-      struct Leg {
-        const std::vector<Placement>* from;
-        const std::vector<Placement>* to;
-        std::vector<RedistributeStep>* steps;
-        std::vector<std::vector<Placement>>* states;
-        std::vector<std::int32_t>* indices;
-        const char* what;
-        DType dtype;
-        bool active;
-        bool weights;  // moves weights (MXFP8 planes for fp8 groups)
-      };
-      Leg legs[] = {
-          {&P, &full, &g.unshard_steps, &g.unshard_states, &g.unshard_collectives, "unshard",
-           g.compute_dtype, !g.param_replicated, true},
-          {&O, &P, &g.sync_steps, &g.sync_states, &g.sync_collectives, "model_weight_sync",
-           g.compute_dtype, g.needs_weight_sync, true},
-          {&partial, &G, &g.reduce_steps, &g.reduce_states, &g.reduce_collectives, "grad_reduce",
-           g.grad_dtype, g.trainable, false},
-          {&G, &O, &g.finalize_steps, &g.finalize_states, &g.finalize_collectives,
-           "grad_finalize", g.main_grad_dtype, g.trainable, false},
-      };
-      for (Leg& leg : legs) {
-        if (!leg.active) {
-          continue;
-        }
-        auto steps = plan_redistribute(*leg.from, *leg.to);
-        if (!steps) {
-          return steps.error().with_context(str_cat(where, ": ", leg.what));
-        }
-        for (const RedistributeStep& s : *steps) {
-          if (is_communicating(s.kind)) {
-            leg.steps->push_back(s);
-          }
-        }
-        *leg.states = step_states(*leg.from, *leg.to, *leg.steps);
-        for (std::size_t s = 0; s < leg.steps->size(); ++s) {
-          const RedistributeStep& step = (*leg.steps)[s];
-          CollectiveInfo info;
-          info.kind = collective_kind(step.kind);
-          info.axis = static_cast<std::int32_t>(base_placements.dp_axes()[static_cast<std::size_t>(
-              step.axis)]);
-          info.unit = u;
-          info.group = static_cast<std::int32_t>(k);
-          info.dtype = leg.dtype;
-          info.what = leg.what;
-          if (!g.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
-            // Uneven shards exist only on a 1-D DP mesh: every rank is a member.
-            info.member_elements.reserve(static_cast<std::size_t>(dp));
-            const Placement& target = (*leg.to)[static_cast<std::size_t>(step.axis)];
-            for (std::int64_t r = 0; r < dp; ++r) {
-              auto n = step_elements(g, (*leg.states)[s], step, target, r);
-              if (n && leg.weights) {
-                n = weight_elements(g, *n);
-              }
-              if (!n) {
-                return n.error().with_context(where);
-              }
-              info.member_elements.push_back(*n);
+  for (GroupShardPlan& shard_plan : plan.groups) {
+    GroupPlan g(std::move(shard_plan));
+    const Unit& unit = model.units()[static_cast<std::size_t>(g.unit)];
+    const std::string where = str_cat("unit '", unit.name(), "' group ", g.group, " (",
+                                      to_string(g.param_dtype), ")");
+    const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
+    struct Leg {
+      const RedistributeLeg* leg;
+      const std::vector<Placement>* to;
+      std::vector<std::int32_t>* indices;
+      const char* what;
+      DType dtype;
+      bool weights;  // moves weights (MXFP8 planes for fp8 groups)
+    };
+    const Leg legs[] = {
+        {&g.unshard, &full, &g.unshard_collectives, "unshard", g.compute_dtype, true},
+        {&g.sync, &g.placements.parameter(), &g.sync_collectives, "model_weight_sync",
+         g.compute_dtype, true},
+        {&g.reduce, &g.placements.gradient(), &g.reduce_collectives, "grad_reduce",
+         g.grad_dtype, false},
+        {&g.finalize, &g.placements.optimizer(), &g.finalize_collectives, "grad_finalize",
+         g.main_grad_dtype, false},
+    };
+    for (const Leg& leg : legs) {
+      for (std::size_t s = 0; s < leg.leg->steps.size(); ++s) {
+        const RedistributeStep& step = leg.leg->steps[s];
+        CollectiveInfo info;
+        info.kind = collective_kind(step.kind);
+        info.axis = static_cast<std::int32_t>(
+            base_placements.dp_axes()[static_cast<std::size_t>(step.axis)]);
+        info.unit = g.unit;
+        info.group = g.group;
+        info.dtype = leg.dtype;
+        info.what = leg.what;
+        if (!g.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
+          // Uneven shards exist only on a 1-D DP mesh: every rank is a member.
+          info.member_elements.reserve(static_cast<std::size_t>(dp));
+          const Placement& target = (*leg.to)[static_cast<std::size_t>(step.axis)];
+          for (std::int64_t r = 0; r < dp; ++r) {
+            auto n = step_elements(g, leg.leg->states[s], step, target, r);
+            if (n && leg.weights) {
+              n = weight_elements(g, *n);
             }
+            if (!n) {
+              return n.error().with_context(where);
+            }
+            info.member_elements.push_back(*n);
           }
-          leg.indices->push_back(static_cast<std::int32_t>(collectives.size()));
-          collectives.push_back(std::move(info));
         }
+        leg.indices->push_back(static_cast<std::int32_t>(collectives.size()));
+        collectives.push_back(std::move(info));
       }
-      units[static_cast<std::size_t>(u)].groups.push_back(
-          static_cast<std::int32_t>(groups.size()));
-      units[static_cast<std::size_t>(u)].param_elements += g.numel;
-      groups.push_back(std::move(g));
     }
+    units[static_cast<std::size_t>(g.unit)].groups.push_back(
+        static_cast<std::int32_t>(groups.size()));
+    units[static_cast<std::size_t>(g.unit)].param_elements += g.numel;
+    groups.push_back(std::move(g));
   }
 
   // Rank classes: ranks with the same local sizes of every group under every placement state run

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// The per-group plan of fully_shard (spec §3.3, §4.5, §4.6): grouping, specialisation, layout and
+// the redistribute legs. Moved out of the schedule builder so that the backends use the very same
+// layouts and legs as the IR (docs/design/schedule-ir.md).
+#include "core/schedule/shard_plan.h"
+
+#include <utility>
+
+#include "core/base/strings.h"
+#include "core/layout/layout_builder.h"
+#include "core/layout/owner_planner.h"
+#include "core/model/param_groups.h"
+
+namespace fsdp {
+namespace {
+
+bool is_communicating(RedistributeKind k) {
+  return k == RedistributeKind::kAllGather || k == RedistributeKind::kReduceScatter ||
+         k == RedistributeKind::kAllReduce;
+}
+
+// The placement states a redistribute passes through: states[i] is the list before steps[i].
+std::vector<std::vector<Placement>> step_states(const std::vector<Placement>& from,
+                                                const std::vector<Placement>& to,
+                                                const std::vector<RedistributeStep>& steps) {
+  std::vector<std::vector<Placement>> states;
+  std::vector<Placement> cur = from;
+  for (const RedistributeStep& s : steps) {
+    states.push_back(cur);
+    cur[static_cast<std::size_t>(s.axis)] = to[static_cast<std::size_t>(s.axis)];
+  }
+  return states;
+}
+
+// Builds a group's layout for the DP mesh: tensor-atomic groups get planned owners (§3.4).
+Expected<GlobalLayout> group_layout(const Unit& unit, const ParamGrouping& grouping,
+                                    const FsdpConfig& config, std::int64_t block) {
+  std::vector<Shape> shapes;
+  for (std::int64_t pi : grouping.param_indices) {
+    shapes.push_back(unit.params()[static_cast<std::size_t>(pi)].shape());
+  }
+  const std::int64_t dp = config.placements().dp_size();
+  if (config.placements().is_tensor_atomic()) {
+    FSDP_TRY(std::vector<std::int64_t> owners, plan_tensor_owners(shapes, dp));
+    return build_for_tensor_atomic(shapes, dp, owners);
+  }
+  return build_row_atomic_layout(shapes, dp, block, config.shard_layout());
+}
+
+Status plan_leg(const std::vector<Placement>& from, const std::vector<Placement>& to,
+                RedistributeLeg* leg) {
+  FSDP_TRY(std::vector<RedistributeStep> steps, plan_redistribute(from, to));
+  for (const RedistributeStep& s : steps) {
+    if (is_communicating(s.kind)) {
+      leg->steps.push_back(s);
+    }
+  }
+  leg->states = step_states(from, to, leg->steps);
+  return ok_status();
+}
+
+Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32_t k,
+                                    const ParamGrouping& grouping, const FsdpConfig& config,
+                                    const std::string& where) {
+  auto specialised = config.placements().specialize(grouping.dtype);
+  if (!specialised) {
+    return specialised.error().with_context(where);
+  }
+  if (grouping.dtype == DType::kFp8) {
+    // §4.12: MXFP8 quantises 32-element blocks along both dims.
+    for (std::int64_t pi : grouping.param_indices) {
+      const Param& param = unit.params()[static_cast<std::size_t>(pi)];
+      const std::span<const std::int64_t> dims = param.shape().dims();
+      if (dims.size() != 2 || dims[0] % kMxfp8BlockSize != 0 ||
+          dims[1] % kMxfp8BlockSize != 0) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat(where, ": MXFP8 parameter '", param.name(), "' has shape ",
+                             to_string(param.shape()), "; expected 2 dims, both multiples of 32"));
+      }
+    }
+  }
+  const std::int64_t block = grouping.dtype == DType::kFp8 ? kMxfp8BlockSize : config.block_size();
+  auto layout = group_layout(unit, grouping, config, block);
+  if (!layout) {
+    return layout.error().with_context(where);
+  }
+  GroupShardPlan g(std::move(*layout), std::move(*specialised));
+  g.unit = u;
+  g.group = k;
+  g.param_indices = grouping.param_indices;
+  const MixedPrecisionPolicy& mp = config.mixed_precision();
+  g.param_dtype = grouping.dtype;
+  g.compute_dtype = mp.compute_dtype_for(grouping.dtype);
+  g.grad_dtype = mp.grad_dtype_for(grouping.dtype);
+  g.main_grad_dtype = mp.main_grads_dtype_for(grouping.dtype);
+  g.main_dtype = mp.main_params_dtype();
+  g.trainable = grouping.requires_grad;
+  g.aliases_main = mp.model_weight_aliases_main(grouping.dtype);
+  g.mxfp8 = g.compute_dtype == DType::kFp8;
+  g.param_replicated = g.placements.is_replicated(BufferRole::kParameter);
+  g.needs_weight_sync = g.placements.parameter() != g.placements.optimizer();
+  for (std::int64_t pi : grouping.param_indices) {
+    g.numel += unit.params()[static_cast<std::size_t>(pi)].shape().numel();
+  }
+  const auto& P = g.placements.parameter();
+  const auto& G = g.placements.gradient();
+  const auto& O = g.placements.optimizer();
+  bool same_axes = true;
+  for (std::size_t a = 0; a < G.size(); ++a) {
+    same_axes = same_axes && (G[a].is_shard() == O[a].is_shard());
+  }
+  g.main_grad_resident = same_axes;
+  const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
+  const std::vector<Placement> partial = all_partial(g.placements.num_dp_axes(), ReduceOp::kAvg);
+  struct Leg {
+    const std::vector<Placement>* from;
+    const std::vector<Placement>* to;
+    RedistributeLeg* leg;
+    const char* what;
+    bool active;
+  };
+  const Leg legs[] = {
+      {&P, &full, &g.unshard, "unshard", !g.param_replicated},
+      {&O, &P, &g.sync, "model_weight_sync", g.needs_weight_sync},
+      {&partial, &G, &g.reduce, "grad_reduce", g.trainable},
+      {&G, &O, &g.finalize, "grad_finalize", g.trainable},
+  };
+  for (const Leg& leg : legs) {
+    if (!leg.active) {
+      continue;
+    }
+    if (Status s = plan_leg(*leg.from, *leg.to, leg.leg); !s.ok()) {
+      return s.error().with_context(str_cat(where, ": ", leg.what));
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+Expected<ShardPlan> make_shard_plan(const Model& model, const FsdpConfig& config) {
+  ShardPlan plan;
+  plan.unit_groups.resize(static_cast<std::size_t>(model.num_units()));
+  for (std::int32_t u = 0; u < static_cast<std::int32_t>(model.num_units()); ++u) {
+    const Unit& unit = model.units()[static_cast<std::size_t>(u)];
+    const std::vector<ParamGrouping> groupings = group_params(unit.params());
+    for (std::size_t k = 0; k < groupings.size(); ++k) {
+      const std::string where = str_cat("unit '", unit.name(), "' group ", k, " (",
+                                        to_string(groupings[k].dtype), ")");
+      FSDP_TRY(GroupShardPlan g, plan_group(unit, u, static_cast<std::int32_t>(k), groupings[k],
+                                            config, where));
+      plan.unit_groups[static_cast<std::size_t>(u)].push_back(
+          static_cast<std::int32_t>(plan.groups.size()));
+      plan.groups.push_back(std::move(g));
+    }
+  }
+  return plan;
+}
+
+Expected<Range> group_local_range(const GroupShardPlan& group,
+                                  std::span<const Placement> placements, std::int64_t rank) {
+  FSDP_TRY(MeshCoordinate coord, group.placements.dp_coordinate(rank));
+  std::vector<AxisPlacement> aps;
+  aps.reserve(placements.size());
+  for (const Placement& p : placements) {
+    aps.push_back(p.axis_placement());
+  }
+  return get_local_range(group.layout, coord, aps);
+}
+
+std::vector<Placement> state_after_step(const RedistributeLeg& leg, std::size_t s,
+                                        std::span<const Placement> target) {
+  std::vector<Placement> after = leg.states[s];
+  const auto axis = static_cast<std::size_t>(leg.steps[s].axis);
+  after[axis] = target[axis];
+  return after;
+}
+
+}  // namespace fsdp
