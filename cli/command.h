@@ -25,6 +25,7 @@ struct Io {
   std::ostream& out;
   std::ostream& err;
   bool out_is_terminal = false;
+  bool err_is_terminal = false;  // progress bars go to err only when it is a terminal
 };
 
 using CommandFn = int (*)(std::span<const std::string> args, Io& io);

@@ -19,6 +19,12 @@ std::span<const Command> all_commands() {
               &run_schedule_command},
       Command{"simulate", "simulate one optimizer step on a virtual mesh (time, overlap, memory)",
               &run_simulate_command},
+      Command{"train", "train a small decoder for real by executing the schedule IR (CPU, MPI)",
+              &run_train_command},
+      Command{"commbench", "CPU backend all-gather/reduce-scatter bus bandwidth vs plain MPI",
+              &run_commbench_command},
+      Command{"sweep", "simulate many meshes and policies; the Pareto front of speed vs memory",
+              &run_sweep_command},
   };
   return kCommands;
 }

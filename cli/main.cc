@@ -27,7 +27,8 @@ void print_help(std::ostream& os) {
 }
 
 int run(int argc, char** argv) {
-  fsdp::cli::Io io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0};
+  fsdp::cli::Io io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0,
+                   isatty(STDERR_FILENO) != 0};
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     print_help(std::cerr);

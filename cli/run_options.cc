@@ -2,6 +2,8 @@
 #include "cli/run_options.h"
 
 #include "core/base/strings.h"
+#include "core/hardware/hardware_json.h"
+#include "core/hardware/hardware_presets.h"
 #include "core/mesh/strategy.h"
 #include "core/model/model_loader.h"
 #include "core/model/model_presets.h"
@@ -53,6 +55,15 @@ Expected<Model> load_model_argument(const std::string& text) {
     return load_model_preset(text);
   }
   return load_model_file(text);
+}
+
+Expected<Hardware> load_hardware_argument(const std::string& text) {
+  auto preset = find_hardware_preset(text);
+  if (preset || text.find('.') == std::string::npos) {
+    return preset;
+  }
+  FSDP_TRY(std::string contents, read_text_file(text));
+  return parse_hardware_json(contents, text);
 }
 
 Expected<FsdpConfig> make_config(const RunOptions& o) {

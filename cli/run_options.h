@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "core/base/expected.h"
+#include "core/hardware/hardware.h"
 #include "core/model/model.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule_builder.h"
@@ -44,6 +45,10 @@ void add_run_options(boost::program_options::options_description& desc, RunOptio
 
 // A preset name (fsdpsim model --list) or a path to a hub config.json / fsdpsim model file.
 Expected<Model> load_model_argument(const std::string& text);
+
+// A hardware preset (fsdpsim hardware lists them) or, when the text has a '.', a hardware JSON
+// file.
+Expected<Hardware> load_hardware_argument(const std::string& text);
 
 // Validates everything into an FsdpConfig; errors name the option.
 Expected<FsdpConfig> make_config(const RunOptions& options);

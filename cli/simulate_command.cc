@@ -3,16 +3,17 @@
 // simulator on a hardware preset or file; print a summary (text or JSON) and optionally write a
 // Chrome trace. With no arguments: Llama 3 8B, ZeRO-3, dp=16 (2 nodes of 8 H100s), 4 microbatches.
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
-#include "core/hardware/hardware_json.h"
-#include "core/hardware/hardware_presets.h"
 #include "sim/engine/simulator.h"
 #include "sim/report/sim_report.h"
+#include "viz/svg_gantt.h"
+#include "viz/svg_memory_plot.h"
 
 namespace po = boost::program_options;
 
@@ -27,7 +28,9 @@ std::string format_default(double v) {
 }
 
 constexpr std::string_view kUsage =
-    "simulate [--model M] [--mesh AXES] [--hardware H] [--format text|json] [--trace FILE]";
+    "simulate [--model M] [--mesh AXES] [--hardware H] [--format text|json] [--trace FILE]\n"
+    "         [--straggler SPEC] [--no-contention] [--sm-slowdown F] [--all-reduce ALG]\n"
+    "         [--plot FILE.svg] [--gantt FILE.svg]";
 
 constexpr std::string_view kDescription =
     "Simulates one optimizer step of the schedule (see `fsdpsim schedule`) on a virtual mesh:\n"
@@ -41,13 +44,38 @@ constexpr std::string_view kDescription =
     "  fsdpsim simulate --mesh dp_outer=2,dp_inner=8 --strategy hsdp --hardware h200\n"
     "  fsdpsim simulate --format json --trace step.json   (open in ui.perfetto.dev)";
 
-Expected<Hardware> load_hardware(const std::string& text) {
-  auto preset = find_hardware_preset(text);
-  if (preset || text.find('.') == std::string::npos) {
-    return preset;
+// The simulator options that need parsing; returns the one-line error, if any.
+std::optional<std::string> apply_sim_options(const std::string& straggler, bool no_contention,
+                                             const std::string& all_reduce,
+                                             const std::string& uneven, sim::SimOptions* o) {
+  if (!straggler.empty()) {
+    auto parsed = sim::parse_straggler(straggler);
+    if (!parsed) {
+      return str_cat("--straggler: ", parsed.error().message());
+    }
+    o->straggler = *parsed;
   }
-  FSDP_TRY(std::string contents, read_text_file(text));
-  return parse_hardware_json(contents, text);
+  o->contention = !no_contention;
+  if (!(o->cost.sm_slowdown >= 1.0 && o->cost.sm_slowdown < 1e6)) {
+    return str_cat("--sm-slowdown is ", o->cost.sm_slowdown, "; expected a value in [1, 1e6)");
+  }
+  if (o->cost.min_message_bytes < 0) {
+    return str_cat("--min-message-bytes is ", o->cost.min_message_bytes, "; expected >= 0");
+  }
+  if (all_reduce == "ring" || all_reduce == "tree" || all_reduce == "auto") {
+    o->cost.all_reduce = all_reduce == "ring"   ? sim::AllReduceAlgorithm::kRing
+                         : all_reduce == "tree" ? sim::AllReduceAlgorithm::kTree
+                                                : sim::AllReduceAlgorithm::kAuto;
+  } else {
+    return str_cat("--all-reduce is '", all_reduce, "'; expected ring, tree or auto");
+  }
+  if (uneven == "padded" || uneven == "broadcast") {
+    o->cost.uneven = uneven == "padded" ? sim::UnevenCollective::kPadToMax
+                                        : sim::UnevenCollective::kGroupedBroadcast;
+  } else {
+    return str_cat("--uneven is '", uneven, "'; expected padded or broadcast");
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -61,12 +89,20 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   std::string hardware_name = "h100";
   std::string format = "text";
   std::string trace_path;
+  std::string plot_path;
+  std::string gantt_path;
   sim::SimOptions sim_options;
+  std::string straggler_text;
+  bool no_contention = false;
+  std::string all_reduce = "auto";
+  std::string uneven = "padded";
   desc.add_options()
       ("hardware", po::value(&hardware_name)->default_value(hardware_name),
        "a preset (list them with: fsdpsim hardware) or a hardware JSON file")
       ("format", po::value(&format)->default_value(format), "text | json")
       ("trace", po::value(&trace_path), "write a Chrome trace (JSON) of the step to FILE")
+      ("plot", po::value(&plot_path), "write an SVG plot of memory over the step to FILE")
+      ("gantt", po::value(&gantt_path), "write an SVG Gantt chart of the streams to FILE")
       ("matmul-efficiency",
        po::value(&sim_options.cost.forward_efficiency)
            ->default_value(sim_options.cost.forward_efficiency,
@@ -81,7 +117,22 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
        po::value(&sim_options.cost.link_efficiency)
            ->default_value(sim_options.cost.link_efficiency,
                           format_default(sim_options.cost.link_efficiency)),
-       "achieved fraction of link bandwidth for collectives");
+       "achieved fraction of link bandwidth for collectives")
+      ("straggler", po::value(&straggler_text),
+       "slow ranks: rank=R (repeatable) or fraction=F, with compute=X and/or link=Y factors,\n"
+       "e.g. rank=3,compute=1.2; the report shows the step without them")
+      ("no-contention", po::bool_switch(&no_contention),
+       "give every collective its link's full bandwidth (no sharing between concurrent ones)")
+      ("sm-slowdown",
+       po::value(&sim_options.cost.sm_slowdown)->default_value(sim_options.cost.sm_slowdown, "1"),
+       "compute runs this many times slower while collectives run on the device (>= 1)")
+      ("all-reduce", po::value(&all_reduce)->default_value(all_reduce),
+       "all-reduce algorithm: ring | tree | auto (the faster per call, trees across nodes)")
+      ("min-message-bytes",
+       po::value(&sim_options.cost.min_message_bytes)->default_value(0),
+       "ring-step messages below this size cost as this size (0: off)")
+      ("uneven", po::value(&uneven)->default_value(uneven),
+       "uneven all-gather/reduce-scatter: padded (to the largest member, NCCL 2.28) | broadcast");
   po::variables_map vm;
   if (auto done = parse_command_line("simulate", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
@@ -97,10 +148,14 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
                                 str_cat("an efficiency is ", e, "; expected (0, 1]"));
     }
   }
+  if (auto sim_error = apply_sim_options(straggler_text, no_contention, all_reduce, uneven,
+                                         &sim_options)) {
+    return report_usage_error(io, "simulate", *sim_error);
+  }
   sim_options.cost.backward_efficiency = sim_options.cost.forward_efficiency;
   sim_options.cost.recompute_efficiency = sim_options.cost.forward_efficiency;
-  sim_options.record_trace = !trace_path.empty();
-  auto hardware = load_hardware(hardware_name);
+  sim_options.record_trace = !trace_path.empty() || !plot_path.empty() || !gantt_path.empty();
+  auto hardware = load_hardware_argument(hardware_name);
   if (!hardware) {
     return report_error(io, hardware.error());
   }
@@ -128,6 +183,23 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     }
     if (format != "json") {
       io.out << "wrote trace " << trace_path << "\n";
+    }
+  }
+  for (const bool memory_plot : {true, false}) {
+    const std::string& path = memory_plot ? plot_path : gantt_path;
+    const char* what = memory_plot ? "memory plot" : "Gantt chart";
+    if (path.empty()) {
+      continue;
+    }
+    std::ofstream out(path);
+    out << (memory_plot ? viz::render_memory_svg(*result, *schedule, *hardware)
+                        : viz::render_gantt_svg(*result, *schedule));
+    if (!out) {
+      return report_error(io, Error(ErrorCode::kInvalidArgument,
+                                    str_cat("cannot write ", what, " '", path, "'")));
+    }
+    if (format != "json") {
+      io.out << "wrote " << what << " " << path << "\n";
     }
   }
   return kExitOk;

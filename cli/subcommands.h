@@ -14,5 +14,8 @@ int run_schedule_command(std::span<const std::string> args, Io& io);
 int run_model_command(std::span<const std::string> args, Io& io);
 int run_hardware_command(std::span<const std::string> args, Io& io);
 int run_simulate_command(std::span<const std::string> args, Io& io);
+int run_train_command(std::span<const std::string> args, Io& io);
+int run_commbench_command(std::span<const std::string> args, Io& io);
+int run_sweep_command(std::span<const std::string> args, Io& io);
 
 }  // namespace fsdp::cli

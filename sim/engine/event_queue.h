@@ -15,14 +15,16 @@
 namespace fsdp::sim {
 
 enum class EventKind : std::uint8_t {
-  kStreamReady,  // the stream `subject` may try to issue its next op
-  kOpDone,       // the op running on stream `subject` finishes
+  kStreamReady,     // the stream `subject` may try to issue its next op
+  kOpDone,          // the compute op running on stream `subject` finishes
+  kFlowDone,        // the transfer of collective flow `subject` finishes
+  kCollectiveDone,  // collective flow `subject` (its latency passed) ends on every member
 };
 
 struct Event {
   SimTime t;
   std::uint64_t seq = 0;
-  std::uint32_t subject = 0;     // a stream id (class * kNumStreams + stream)
+  std::uint32_t subject = 0;     // a stream id (class * kNumStreams + stream) or a flow id
   std::uint32_t generation = 0;  // must match the subject's generation, else the event is stale
   EventKind kind = EventKind::kStreamReady;
 };

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The DES loop of docs/design/simulator.md: state is structure-of-arrays indexed by dense stream
-// ids (class * kNumStreams + stream) and flat op ids; events carry indices only; dispatch is one
-// switch. Durations are precomputed per op before the loop, so the loop does integer work only.
+// ids (class * kNumStreams + stream), flat op ids (per program) and flow ids; events carry indices
+// only; dispatch is one switch. Base durations are precomputed per program op before the loop;
+// stragglers, contention and SM slowdown rescale them with integer or exactly rounded arithmetic.
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -14,11 +16,11 @@
 #include "core/base/check.h"
 #include "core/base/strings.h"
 #include "sim/engine/event_queue.h"
+#include "sim/engine/rank_classes.h"
+#include "sim/model/caching_allocator.h"
 
 namespace fsdp::sim {
 namespace {
-
-constexpr std::int64_t kNotArrived = std::numeric_limits<std::int64_t>::min();
 
 enum class StreamState : std::uint8_t { kReady, kBusy, kBlockedEvent, kBlockedCollective, kDone };
 
@@ -34,6 +36,21 @@ struct CommInterval {
   std::int32_t axis = 0;
   OpKind kind = OpKind::kAllGather;
   double bus_bytes = 0;
+};
+
+// One collective in flight: every class of group type `type` runs it on stream `stream`. Its
+// transfer (the bandwidth term, `remaining` ps at the full link rate) progresses at 1/share of
+// the rate, where share is the largest count of transferring flows on `link` of any member
+// class; then its latency term passes unshared.
+struct Flow {
+  std::int32_t type = 0;
+  std::int32_t stream = 0;
+  std::int32_t link = 0;  // 0 intra-node, 1 inter-node
+  std::int64_t remaining = 0;
+  std::int64_t share = 0;  // 0: not transferring
+  SimTime last;
+  SimDuration latency;
+  std::uint32_t generation = 0;
 };
 
 // Length of the overlap of [x.start, x.end) with the sorted, disjoint intervals `a`; `hint` only
@@ -53,18 +70,34 @@ SimDuration overlap(const std::vector<Interval>& a, SimTime start, SimTime end, 
   return total;
 }
 
+// d * factor rounded up; d itself for factor 1.
+SimDuration scaled(SimDuration d, double factor) {
+  if (factor == 1.0) {
+    return d;
+  }
+  return SimDuration::ps(static_cast<std::int64_t>(std::ceil(static_cast<double>(d.ps()) * factor)));
+}
+
 class Simulator {
  public:
-  Simulator(const Schedule& schedule, const Hardware& hardware, const SimOptions& options)
-      : schedule_(schedule), hardware_(hardware), options_(options) {}
+  Simulator(const Schedule& schedule, const Hardware& hardware, const SimOptions& options,
+            const SimClasses& classes)
+      : schedule_(schedule), hardware_(hardware), options_(options), classes_(classes) {}
 
   Expected<SimResult> run();
 
  private:
   Status prepare();
-  Status compute_partners();
   void advance(std::uint32_t g);
-  void try_start_collective(std::int32_t cls, StreamKind stream, std::int64_t k);
+  void arrive(std::uint32_t g, const Op& op);
+  void start_collective(std::int32_t type, std::int32_t stream);
+  void start_compute(std::uint32_t g, std::size_t flat);
+  void rescale_compute(std::uint32_t g, bool slow);
+  void comm_begin(std::int32_t cls);
+  void comm_end(std::int32_t cls);
+  void reshare(std::int32_t link);
+  void on_flow_done(std::int32_t f);
+  void finish_collective(std::int32_t f);
   void on_op_done(std::uint32_t g);
   void apply_memory(std::int32_t cls, std::int32_t op_index, const Op& op);
   void fail(Error error) {
@@ -76,39 +109,82 @@ class Simulator {
   Error deadlock_error() const;
   SimResult finish();
 
+  std::int32_t program_of(std::int32_t cls) const {
+    return classes_.program[static_cast<std::size_t>(cls)];
+  }
   const Op& op_at(std::int32_t cls, std::int32_t i) const {
-    return schedule_.programs()[static_cast<std::size_t>(cls)].ops[static_cast<std::size_t>(i)];
+    return schedule_.programs()[static_cast<std::size_t>(program_of(cls))]
+        .ops[static_cast<std::size_t>(i)];
+  }
+  std::size_t flat(std::int32_t cls, std::int32_t i) const {
+    return static_cast<std::size_t>(op_base_[static_cast<std::size_t>(program_of(cls))] + i);
+  }
+  // The stream list (per program) that stream g of its class walks.
+  std::size_t list_of(std::uint32_t g) const {
+    return static_cast<std::size_t>(program_of(static_cast<std::int32_t>(g / kNumStreams))) *
+               kNumStreams +
+           g % kNumStreams;
+  }
+  std::int32_t current_op(std::uint32_t g) const {
+    return stream_ops_[static_cast<std::size_t>(cursor_[g])];
+  }
+  double compute_factor(std::int32_t cls) const {
+    return classes_.straggler[static_cast<std::size_t>(cls)] != 0
+               ? options_.straggler.compute_factor
+               : 1.0;
+  }
+  double link_factor(std::int32_t cls) const {
+    return classes_.straggler[static_cast<std::size_t>(cls)] != 0 ? options_.straggler.link_factor
+                                                                  : 1.0;
   }
 
   const Schedule& schedule_;
   const Hardware& hardware_;
   const SimOptions& options_;
+  const SimClasses& classes_;
   std::int32_t num_classes_ = 0;
   std::vector<AxisLink> links_;
+  bool sm_slowdown_ = false;
 
-  // Per class.
-  std::vector<std::int64_t> op_base_, event_base_, buffer_base_;
-  // Per flat op (op_base_[c] + i).
-  std::vector<SimDuration> duration_;
+  // Per program.
+  std::vector<std::int64_t> op_base_;
+  // Per flat program op (op_base_[p] + i).
+  std::vector<SimDuration> duration_;  // compute ops; collectives: latency
+  std::vector<SimDuration> transfer_;  // collectives: bandwidth term at the full rate
   std::vector<double> bus_bytes_;
-  // Per stream g = c * kNumStreams + s.
+  // Per program stream list p * kNumStreams + s.
   std::vector<std::int32_t> stream_ops_;  // program op indices, stream by stream
-  std::vector<std::int64_t> stream_begin_, stream_end_, cursor_;
+  std::vector<std::int64_t> list_begin_, list_end_;
+  // Per class.
+  std::vector<std::int64_t> event_base_, buffer_base_;
+  std::vector<std::int32_t> comm_active_;
+  std::vector<std::int32_t> link_load_;  // [class * 2 + link]: transferring flows
+  // Per stream g = c * kNumStreams + s.
+  std::vector<std::int64_t> cursor_;
   std::vector<StreamState> state_;
   std::vector<std::int32_t> blocked_event_;
-  std::vector<std::int64_t> coll_base_, coll_count_, coll_pos_;
+  std::vector<std::int64_t> coll_pos_;
   std::vector<SimTime> op_start_, stream_end_time_;
   std::vector<std::uint32_t> generation_;
-  std::vector<std::int64_t> arrival_;  // ps, kNotArrived until the class reaches the collective
-  // partners_[(c * ndim + axis)]: classes that share an axis group with some rank of c.
-  std::vector<std::vector<std::int32_t>> partners_;
+  std::vector<std::int64_t> work_left_;  // running compute op: ps of work at full speed
+  std::vector<SimTime> work_since_;
+  std::vector<char> work_slow_;
+  // Per group type and stream (type * kNumStreams + s): arrivals at the pending collective.
+  std::vector<std::int32_t> pending_count_;
+  std::vector<std::int64_t> pending_k_;
+  // Flows.
+  std::vector<Flow> flows_;
+  std::vector<std::int32_t> free_flows_;
+  std::vector<std::int32_t> transferring_;  // flows with share > 0, in start order
   std::vector<char> recorded_;
   std::vector<std::int64_t> buffer_bytes_;  // -1 when not allocated
+  std::vector<CachingAllocator::Handle> buffer_block_;
 
   // Memory per class.
   std::vector<std::array<std::int64_t, kNumBufferClasses>> mem_by_class_;
   std::vector<std::int64_t> mem_total_;
   std::vector<MemoryResult> memory_;
+  std::vector<CachingAllocator> allocator_;
 
   std::vector<std::vector<Interval>> compute_intervals_;
   std::vector<std::vector<CommInterval>> comm_intervals_;
@@ -119,154 +195,104 @@ class Simulator {
   std::optional<Error> error_;
   std::vector<TraceRecord> trace_;
   std::vector<MemorySample> memory_trace_;
+  std::vector<OpRecord> op_log_;
 };
-
-Status Simulator::compute_partners() {
-  const DeviceMesh& mesh = schedule_.mesh();
-  const auto& rank_class = schedule_.rank_class();
-  if (static_cast<std::int64_t>(rank_class.size()) != mesh.size()) {
-    return Error(ErrorCode::kFailedPrecondition,
-                 str_cat("schedule maps ", rank_class.size(), " ranks to classes; the mesh has ",
-                         mesh.size()));
-  }
-  const std::int64_t ndim = mesh.ndim();
-  const std::size_t nc = static_cast<std::size_t>(num_classes_);
-  partners_.assign(nc * static_cast<std::size_t>(ndim), {});
-  std::vector<char> pair(nc * nc);
-  std::vector<std::int32_t> members;
-  for (std::int64_t a = 0; a < ndim; ++a) {
-    std::fill(pair.begin(), pair.end(), 0);
-    std::int64_t stride = 1;
-    for (std::int64_t b = a + 1; b < ndim; ++b) {
-      stride *= mesh.axis_size(b);
-    }
-    const std::int64_t n = mesh.axis_size(a);
-    for (std::int64_t base = 0; base < mesh.size(); ++base) {
-      if ((base / stride) % n != 0) {
-        continue;
-      }
-      members.clear();
-      for (std::int64_t k = 0; k < n; ++k) {
-        const std::int32_t c = rank_class[static_cast<std::size_t>(base + k * stride)];
-        if (c < 0 || c >= num_classes_) {
-          return Error(ErrorCode::kOutOfRange,
-                       str_cat("rank ", base + k * stride, " maps to class ", c, " outside [0, ",
-                               num_classes_, ")"));
-        }
-        if (std::find(members.begin(), members.end(), c) == members.end()) {
-          members.push_back(c);
-        }
-      }
-      for (std::int32_t x : members) {
-        for (std::int32_t y : members) {
-          pair[static_cast<std::size_t>(x) * nc + static_cast<std::size_t>(y)] = 1;
-        }
-      }
-    }
-    for (std::size_t x = 0; x < nc; ++x) {
-      auto& list = partners_[x * static_cast<std::size_t>(ndim) + static_cast<std::size_t>(a)];
-      for (std::size_t y = 0; y < nc; ++y) {
-        if (pair[x * nc + y] != 0) {
-          list.push_back(static_cast<std::int32_t>(y));
-        }
-      }
-    }
-  }
-  return ok_status();
-}
 
 Status Simulator::prepare() {
   const auto& programs = schedule_.programs();
-  num_classes_ = static_cast<std::int32_t>(programs.size());
-  if (num_classes_ == 0) {
+  num_classes_ = classes_.num_classes();
+  if (programs.empty() || num_classes_ == 0) {
     return Error(ErrorCode::kFailedPrecondition, "schedule has no rank programs");
   }
   links_ = axis_links(schedule_.mesh(), hardware_);
-  FSDP_RETURN_IF_ERROR(compute_partners());
-  const std::size_t nc = programs.size();
+  sm_slowdown_ = options_.cost.sm_slowdown != 1.0;
+  const std::size_t np = programs.size();
+  const std::size_t nc = static_cast<std::size_t>(num_classes_);
   const std::size_t ns = nc * kNumStreams;
-  op_base_.resize(nc + 1);
-  event_base_.resize(nc + 1);
-  buffer_base_.resize(nc + 1);
-  for (std::size_t c = 0; c < nc; ++c) {
-    op_base_[c + 1] = op_base_[c] + static_cast<std::int64_t>(programs[c].ops.size());
-    event_base_[c + 1] = event_base_[c] + std::max(programs[c].num_events, 0);
-    buffer_base_[c + 1] = buffer_base_[c] + std::max(programs[c].num_buffers, 0);
+  op_base_.resize(np + 1);
+  for (std::size_t p = 0; p < np; ++p) {
+    op_base_[p + 1] = op_base_[p] + static_cast<std::int64_t>(programs[p].ops.size());
   }
-  duration_.assign(static_cast<std::size_t>(op_base_[nc]), SimDuration());
-  bus_bytes_.assign(static_cast<std::size_t>(op_base_[nc]), 0.0);
-  stream_ops_.reserve(static_cast<std::size_t>(op_base_[nc]));
-  stream_begin_.resize(ns);
-  stream_end_.resize(ns);
-  coll_base_.resize(ns);
-  coll_count_.assign(ns, 0);
-  // Collective sequence (kind, axis) per stream of class 0, to check the others against.
+  duration_.assign(static_cast<std::size_t>(op_base_[np]), SimDuration());
+  transfer_.assign(static_cast<std::size_t>(op_base_[np]), SimDuration());
+  bus_bytes_.assign(static_cast<std::size_t>(op_base_[np]), 0.0);
+  stream_ops_.reserve(static_cast<std::size_t>(op_base_[np]));
+  list_begin_.resize(np * kNumStreams);
+  list_end_.resize(np * kNumStreams);
+  // Collective sequence (kind, axis) per stream of program 0, to check the others against.
   std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
-  std::int64_t coll_total = 0;
   const auto& infos = schedule_.collectives();
   const std::int64_t ndim = schedule_.mesh().ndim();
-  for (std::size_t c = 0; c < nc; ++c) {
-    const RankProgram& p = programs[c];
+  for (std::size_t p = 0; p < np; ++p) {
+    const RankProgram& prog = programs[p];
+    const std::int32_t cls = static_cast<std::int32_t>(p);  // for messages: the program's id
     std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> seq;
-    for (int s = 0; s < kNumStreams; ++s) {
-      const std::size_t g = c * kNumStreams + static_cast<std::size_t>(s);
-      stream_begin_[g] = static_cast<std::int64_t>(stream_ops_.size());
-      for (std::size_t i = 0; i < p.ops.size(); ++i) {
-        const Op& op = p.ops[i];
-        if (static_cast<int>(op.stream) != s) {
-          continue;
+    std::array<std::int64_t, kNumStreams> count{};
+    for (const Op& op : prog.ops) {
+      if (static_cast<int>(op.stream) >= kNumStreams) {
+        return Error(ErrorCode::kOutOfRange, str_cat("an op of program ", cls, " names stream ",
+                                                     static_cast<int>(op.stream), " outside [0, ",
+                                                     kNumStreams, ")"));
+      }
+      ++count[options_.overlap ? static_cast<std::size_t>(op.stream) : 0];
+    }
+    std::array<std::int64_t, kNumStreams> fill{};
+    for (std::size_t s = 0; s < kNumStreams; ++s) {
+      const std::size_t list = p * kNumStreams + s;
+      list_begin_[list] = s == 0 ? static_cast<std::int64_t>(stream_ops_.size())
+                                 : list_end_[list - 1];
+      list_end_[list] = list_begin_[list] + count[s];
+      fill[s] = list_begin_[list];
+    }
+    stream_ops_.resize(static_cast<std::size_t>(list_end_[p * kNumStreams + kNumStreams - 1]));
+    for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+      const Op& op = prog.ops[i];
+      // Without overlap every op runs on one serial list (stream 0) in issue order.
+      const std::size_t stream = options_.overlap ? static_cast<std::size_t>(op.stream) : 0;
+      const std::int32_t idx = static_cast<std::int32_t>(i);
+      const std::size_t f = static_cast<std::size_t>(op_base_[p]) + i;
+      stream_ops_[static_cast<std::size_t>(fill[stream]++)] = idx;
+      if (is_collective(op.kind)) {
+        if (op.axis < 0 || op.axis >= ndim) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names mesh axis ", op.axis, " outside [0, ", ndim, ")"));
         }
-        const std::int32_t idx = static_cast<std::int32_t>(i);
-        const std::size_t flat = static_cast<std::size_t>(op_base_[c]) + i;
-        stream_ops_.push_back(idx);
-        if (is_collective(op.kind)) {
-          if (op.axis < 0 || op.axis >= ndim) {
-            return Error(ErrorCode::kOutOfRange,
-                         str_cat("op ", describe_op(static_cast<std::int32_t>(c), idx),
-                                 " names mesh axis ", op.axis, " outside [0, ", ndim, ")"));
-          }
-          std::int64_t max_elements = op.elements;
-          if (op.collective >= 0 && static_cast<std::size_t>(op.collective) < infos.size()) {
-            const auto& members = infos[static_cast<std::size_t>(op.collective)].member_elements;
-            if (!members.empty()) {
-              max_elements = *std::max_element(members.begin(), members.end());
-            }
-          }
-          const CollectiveCost cost =
-              collective_cost(op.kind, max_elements, op.dtype,
-                              links_[static_cast<std::size_t>(op.axis)], options_.cost);
-          duration_[flat] = cost.duration;
-          bus_bytes_[flat] = cost.bus_bytes;
-          seq[static_cast<std::size_t>(s)].emplace_back(op.kind, op.axis);
-          ++coll_count_[g];
-        } else if (is_compute(op.kind)) {
-          duration_[flat] = compute_cost(op, hardware_, options_.cost);
-        } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
-          if (op.event < 0 || op.event >= p.num_events) {
-            return Error(ErrorCode::kOutOfRange,
-                         str_cat("op ", describe_op(static_cast<std::int32_t>(c), idx),
-                                 " names event ", op.event, " outside [0, ", p.num_events, ")"));
-          }
-        } else if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
-          if (op.buffer < 0 || op.buffer >= p.num_buffers) {
-            return Error(ErrorCode::kOutOfRange,
-                         str_cat("op ", describe_op(static_cast<std::int32_t>(c), idx),
-                                 " names buffer ", op.buffer, " outside [0, ", p.num_buffers,
-                                 ")"));
-          }
+        std::span<const std::int64_t> members;
+        if (op.collective >= 0 && static_cast<std::size_t>(op.collective) < infos.size()) {
+          members = infos[static_cast<std::size_t>(op.collective)].member_elements;
+        }
+        const CollectiveCost cost =
+            uneven_collective_cost(op.kind, op.elements, members, op.dtype,
+                                   links_[static_cast<std::size_t>(op.axis)], options_.cost);
+        duration_[f] = cost.latency;
+        transfer_[f] = cost.transfer;
+        bus_bytes_[f] = cost.bus_bytes;
+        seq[stream].emplace_back(op.kind, op.axis);
+      } else if (is_compute(op.kind)) {
+        duration_[f] = compute_cost(op, hardware_, options_.cost);
+      } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
+        if (op.event < 0 || op.event >= prog.num_events) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names event ", op.event, " outside [0, ", prog.num_events, ")"));
+        }
+      } else if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
+        if (op.buffer < 0 || op.buffer >= prog.num_buffers) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names buffer ", op.buffer, " outside [0, ", prog.num_buffers,
+                               ")"));
         }
       }
-      stream_end_[g] = static_cast<std::int64_t>(stream_ops_.size());
-      coll_base_[g] = coll_total;
-      coll_total += coll_count_[g];
     }
-    if (c == 0) {
+    if (p == 0) {
       reference = seq;
     } else {
       for (std::size_t s = 0; s < kNumStreams; ++s) {
         if (seq[s] != reference[s]) {
           return Error(ErrorCode::kFailedPrecondition,
-                       str_cat("class ", c, " (rank ", p.representative_rank, ") issues ",
+                       str_cat("class ", p, " (rank ", prog.representative_rank, ") issues ",
                                seq[s].size(), " collectives on stream ",
                                to_string(static_cast<StreamKind>(s)),
                                " that differ from class 0's ", reference[s].size(),
@@ -275,49 +301,72 @@ Status Simulator::prepare() {
       }
     }
   }
-  cursor_ = stream_begin_;
+  event_base_.resize(nc + 1);
+  buffer_base_.resize(nc + 1);
+  for (std::size_t c = 0; c < nc; ++c) {
+    const RankProgram& prog = programs[static_cast<std::size_t>(classes_.program[c])];
+    event_base_[c + 1] = event_base_[c] + std::max(prog.num_events, 0);
+    buffer_base_[c + 1] = buffer_base_[c] + std::max(prog.num_buffers, 0);
+  }
+  cursor_.resize(ns);
+  for (std::uint32_t g = 0; g < ns; ++g) {
+    cursor_[g] = list_begin_[list_of(g)];
+  }
   state_.assign(ns, StreamState::kReady);
   blocked_event_.assign(ns, -1);
   coll_pos_.assign(ns, 0);
   op_start_.assign(ns, SimTime());
   stream_end_time_.assign(ns, SimTime());
   generation_.assign(ns, 0);
-  arrival_.assign(static_cast<std::size_t>(coll_total), kNotArrived);
+  work_left_.assign(ns, 0);
+  work_since_.assign(ns, SimTime());
+  work_slow_.assign(ns, 0);
+  comm_active_.assign(nc, 0);
+  link_load_.assign(nc * 2, 0);
+  pending_count_.assign(classes_.types.size() * kNumStreams, 0);
+  pending_k_.assign(classes_.types.size() * kNumStreams, -1);
   recorded_.assign(static_cast<std::size_t>(event_base_[nc]), 0);
   buffer_bytes_.assign(static_cast<std::size_t>(buffer_base_[nc]), -1);
+  buffer_block_.assign(static_cast<std::size_t>(buffer_base_[nc]), CachingAllocator::Handle());
   mem_by_class_.assign(nc, {});
   mem_total_.assign(nc, 0);
   memory_.assign(nc, MemoryResult());
+  allocator_.assign(nc, CachingAllocator());
   compute_intervals_.assign(nc, {});
   comm_intervals_.assign(nc, {});
   for (std::size_t c = 0; c < nc; ++c) {
+    const std::size_t p = static_cast<std::size_t>(classes_.program[c]);
     MemoryResult& m = memory_[c];
     m.capacity_bytes = hardware_.memory_bytes();
-    for (const ResidentBuffer& b : programs[c].resident) {
+    for (const ResidentBuffer& b : programs[p].resident) {
       m.resident_by_class[static_cast<std::size_t>(b.buffer_class)] += b.bytes;
       m.resident_bytes += b.bytes;
+      allocator_[c].allocate(static_cast<int>(StreamKind::kCompute), b.bytes);
     }
     mem_by_class_[c] = m.resident_by_class;
+    m.high_water_by_class = m.resident_by_class;
     mem_total_[c] = m.resident_bytes;
     m.peak_bytes = m.resident_bytes;
     m.peak_by_class = m.resident_by_class;
-    if (m.resident_bytes > m.capacity_bytes) {
-      m.fits = false;
-    }
+    m.peak_reserved_bytes = allocator_[c].reserved_bytes();
+    m.fits = m.resident_bytes <= m.capacity_bytes;
+    m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
     std::size_t compute_ops = 0;
-    for (const Op& op : programs[c].ops) {
-      if (is_compute(op.kind)) {
-        ++compute_ops;
-      }
+    std::size_t collectives = 0;
+    for (const Op& op : programs[p].ops) {
+      compute_ops += is_compute(op.kind) ? 1u : 0u;
+      collectives += is_collective(op.kind) ? 1u : 0u;
     }
     compute_intervals_[c].reserve(compute_ops);
-    comm_intervals_[c].reserve(static_cast<std::size_t>(
-        coll_count_[c * kNumStreams] + coll_count_[c * kNumStreams + 1] +
-        coll_count_[c * kNumStreams + 2]));
+    comm_intervals_[c].reserve(collectives);
   }
   if (options_.record_trace) {
-    trace_.reserve(static_cast<std::size_t>(op_base_[nc]));
-    memory_trace_.reserve(static_cast<std::size_t>(op_base_[nc]));
+    std::size_t ops = 0;
+    for (std::size_t c = 0; c < nc; ++c) {
+      ops += programs[static_cast<std::size_t>(classes_.program[c])].ops.size();
+    }
+    trace_.reserve(ops);
+    memory_trace_.reserve(ops);
   }
   queue_.reserve(2 * ns + 64);
   return ok_status();
@@ -351,6 +400,7 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
     }
     // The free op names the buffer class too, so only the size is remembered.
     buffer_bytes_[b] = op.bytes;
+    buffer_block_[b] = allocator_[c].allocate(static_cast<int>(op.stream), op.bytes);
     delta = op.bytes;
   } else {
     if (buffer_bytes_[b] < 0) {
@@ -361,6 +411,7 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
     }
     delta = -buffer_bytes_[b];
     buffer_bytes_[b] = -1;
+    allocator_[c].release(buffer_block_[b]);
   }
   if (bc >= kNumBufferClasses) {
     bc = 0;
@@ -368,6 +419,10 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
   mem_by_class_[c][bc] += delta;
   mem_total_[c] += delta;
   MemoryResult& m = memory_[c];
+  m.high_water_by_class[bc] = std::max(m.high_water_by_class[bc], mem_by_class_[c][bc]);
+  if (options_.record_ops) {
+    op_log_.push_back(OpRecord{cls, op.stream, op_index, now_, now_, delta});
+  }
   if (mem_total_[c] > m.peak_bytes) {
     m.peak_bytes = mem_total_[c];
     m.peak_by_class = mem_by_class_[c];
@@ -380,6 +435,14 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
     m.first_overflow_op = op_index;
     m.first_overflow_time = now_;
   }
+  const std::int64_t reserved = allocator_[c].reserved_bytes();
+  if (reserved > m.peak_reserved_bytes) {
+    m.peak_reserved_bytes = reserved;
+    if (reserved > m.capacity_bytes && m.reserved_fits) {
+      m.reserved_fits = false;
+      m.first_reserved_overflow_op = op_index;
+    }
+  }
   if (options_.record_trace) {
     memory_trace_.push_back(MemorySample{cls, now_, mem_total_[c]});
   }
@@ -387,13 +450,13 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
 
 void Simulator::advance(std::uint32_t g) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
-  const StreamKind stream = static_cast<StreamKind>(g % kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
-  while (cursor_[g] < stream_end_[g]) {
+  const std::int64_t end = list_end_[list_of(g)];
+  while (cursor_[g] < end) {
     if (error_) {
       return;
     }
-    const std::int32_t i = stream_ops_[static_cast<std::size_t>(cursor_[g])];
+    const std::int32_t i = current_op(g);
     const Op& op = op_at(cls, i);
     switch (op.kind) {
       case OpKind::kAlloc:
@@ -403,6 +466,9 @@ void Simulator::advance(std::uint32_t g) {
         break;
       case OpKind::kRecord: {
         recorded_[static_cast<std::size_t>(event_base_[c] + op.event)] = 1;
+        if (options_.record_ops) {
+          op_log_.push_back(OpRecord{cls, op.stream, i, now_, now_, 0});
+        }
         for (std::uint32_t s = 0; s < kNumStreams; ++s) {
           const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) + s;
           if (state_[other] == StreamState::kBlockedEvent && blocked_event_[other] == op.event) {
@@ -420,75 +486,225 @@ void Simulator::advance(std::uint32_t g) {
           blocked_event_[g] = op.event;
           return;
         }
+        if (options_.record_ops) {
+          op_log_.push_back(OpRecord{cls, op.stream, i, now_, now_, 0});
+        }
         ++cursor_[g];
         break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
-      case OpKind::kAllReduce: {
-        const std::int64_t k = coll_pos_[g];
-        arrival_[static_cast<std::size_t>(coll_base_[g] + k)] = now_.ps();
-        state_[g] = StreamState::kBlockedCollective;
-        const auto& partners =
-            partners_[c * static_cast<std::size_t>(schedule_.mesh().ndim()) +
-                      static_cast<std::size_t>(op.axis)];
-        for (std::int32_t p : partners) {
-          try_start_collective(p, stream, k);
-        }
+      case OpKind::kAllReduce:
+        arrive(g, op);
         return;
-      }
-      default: {  // compute
-        state_[g] = StreamState::kBusy;
-        op_start_[g] = now_;
-        queue_.push(now_ + duration_[static_cast<std::size_t>(op_base_[c] + i)],
-                    EventKind::kOpDone, g, generation_[g]);
+      default:
+        start_compute(g, flat(cls, i));
         return;
-      }
     }
   }
   state_[g] = StreamState::kDone;
   stream_end_time_[g] = now_;
 }
 
-void Simulator::try_start_collective(std::int32_t cls, StreamKind stream, std::int64_t k) {
+void Simulator::start_compute(std::uint32_t g, std::size_t f) {
+  const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
+  const SimDuration d = scaled(duration_[f], compute_factor(cls));
+  state_[g] = StreamState::kBusy;
+  op_start_[g] = now_;
+  work_left_[g] = d.ps();
+  work_since_[g] = now_;
+  const bool slow = sm_slowdown_ && comm_active_[static_cast<std::size_t>(cls)] > 0;
+  work_slow_[g] = slow ? 1 : 0;
+  queue_.push(now_ + (slow ? scaled(d, options_.cost.sm_slowdown) : d), EventKind::kOpDone, g,
+              generation_[g]);
+}
+
+void Simulator::rescale_compute(std::uint32_t g, bool slow) {
+  const double factor = options_.cost.sm_slowdown;
+  const std::int64_t elapsed = (now_ - work_since_[g]).ps();
+  const std::int64_t done =
+      work_slow_[g] != 0
+          ? static_cast<std::int64_t>(std::floor(static_cast<double>(elapsed) / factor))
+          : elapsed;
+  work_left_[g] = std::max<std::int64_t>(0, work_left_[g] - done);
+  work_since_[g] = now_;
+  work_slow_[g] = slow ? 1 : 0;
+  const SimDuration left = SimDuration::ps(work_left_[g]);
+  queue_.push(now_ + (slow ? scaled(left, factor) : left), EventKind::kOpDone, g, ++generation_[g]);
+}
+
+void Simulator::comm_begin(std::int32_t cls) {
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::uint32_t g = static_cast<std::uint32_t>(c * kNumStreams + static_cast<int>(stream));
-  if (state_[g] != StreamState::kBlockedCollective || coll_pos_[g] != k) {
+  if (comm_active_[c]++ != 0 || !sm_slowdown_) {
     return;
   }
-  const std::int32_t i = stream_ops_[static_cast<std::size_t>(cursor_[g])];
-  const Op& op = op_at(cls, i);
-  std::int64_t start = kNotArrived;
-  const auto& partners = partners_[c * static_cast<std::size_t>(schedule_.mesh().ndim()) +
-                                   static_cast<std::size_t>(op.axis)];
-  for (std::int32_t p : partners) {
-    const std::size_t pg = static_cast<std::size_t>(p) * kNumStreams + static_cast<int>(stream);
-    const std::int64_t t = arrival_[static_cast<std::size_t>(coll_base_[pg] + k)];
-    if (t == kNotArrived) {
-      return;
+  for (std::uint32_t s = 0; s < kNumStreams; ++s) {
+    const std::uint32_t g = static_cast<std::uint32_t>(c * kNumStreams) + s;
+    if (state_[g] == StreamState::kBusy && !is_collective(op_at(cls, current_op(g)).kind)) {
+      rescale_compute(g, /*slow=*/true);
     }
-    start = std::max(start, t);
   }
-  state_[g] = StreamState::kBusy;
-  op_start_[g] = SimTime::ps(start);
-  queue_.push(SimTime::ps(start) + duration_[static_cast<std::size_t>(op_base_[c] + i)],
-              EventKind::kOpDone, g, generation_[g]);
+}
+
+void Simulator::comm_end(std::int32_t cls) {
+  const std::size_t c = static_cast<std::size_t>(cls);
+  if (--comm_active_[c] != 0 || !sm_slowdown_) {
+    return;
+  }
+  for (std::uint32_t s = 0; s < kNumStreams; ++s) {
+    const std::uint32_t g = static_cast<std::uint32_t>(c * kNumStreams) + s;
+    if (state_[g] == StreamState::kBusy && !is_collective(op_at(cls, current_op(g)).kind)) {
+      rescale_compute(g, /*slow=*/false);
+    }
+  }
+}
+
+void Simulator::arrive(std::uint32_t g, const Op& op) {
+  const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
+  const std::int32_t stream = static_cast<std::int32_t>(g % kNumStreams);
+  state_[g] = StreamState::kBlockedCollective;
+  const std::int32_t type = classes_.group_type[static_cast<std::size_t>(cls) *
+                                                    static_cast<std::size_t>(classes_.ndim) +
+                                                static_cast<std::size_t>(op.axis)];
+  const std::size_t slot = static_cast<std::size_t>(type) * kNumStreams +
+                           static_cast<std::size_t>(stream);
+  // Every class of the type must reach collective k before any passes it, so a type has at
+  // most one pending collective per stream.
+  if (pending_count_[slot] == 0) {
+    pending_k_[slot] = coll_pos_[g];
+  } else if (pending_k_[slot] != coll_pos_[g]) {
+    fail(Error(ErrorCode::kInternal,
+               str_cat("class ", cls, " reaches collective #", coll_pos_[g], " of stream ",
+                       to_string(static_cast<StreamKind>(stream)), " while its group waits in #",
+                       pending_k_[slot])));
+    return;
+  }
+  if (++pending_count_[slot] ==
+      static_cast<std::int32_t>(classes_.types[static_cast<std::size_t>(type)].size())) {
+    pending_count_[slot] = 0;
+    start_collective(type, stream);
+  }
+}
+
+void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
+  const auto& members = classes_.types[static_cast<std::size_t>(type)];
+  SimDuration transfer;
+  SimDuration latency;
+  std::int32_t link = 0;
+  for (std::int32_t m : members) {
+    const std::uint32_t gm = static_cast<std::uint32_t>(m) * kNumStreams +
+                             static_cast<std::uint32_t>(stream);
+    const std::int32_t i = current_op(gm);
+    const std::size_t f = flat(m, i);
+    state_[gm] = StreamState::kBusy;
+    op_start_[gm] = now_;
+    // The ring runs at the pace of its slowest member's link.
+    transfer = std::max(transfer, scaled(transfer_[f], link_factor(m)));
+    latency = std::max(latency, duration_[f]);
+    link = links_[static_cast<std::size_t>(op_at(m, i).axis)].inter_node ? 1 : 0;
+    comm_begin(m);
+  }
+  std::int32_t id = 0;
+  if (free_flows_.empty()) {
+    id = static_cast<std::int32_t>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    id = free_flows_.back();
+    free_flows_.pop_back();
+  }
+  Flow& flow = flows_[static_cast<std::size_t>(id)];
+  flow.type = type;
+  flow.stream = stream;
+  flow.link = link;
+  flow.remaining = transfer.ps();
+  flow.share = 0;
+  flow.last = now_;
+  flow.latency = latency;
+  ++flow.generation;
+  if (!options_.contention || transfer.ps() == 0) {
+    queue_.push(now_ + transfer, EventKind::kFlowDone, static_cast<std::uint32_t>(id),
+                flow.generation);
+    return;
+  }
+  for (std::int32_t m : members) {
+    ++link_load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(link)];
+  }
+  transferring_.push_back(id);
+  reshare(link);
+}
+
+void Simulator::reshare(std::int32_t link) {
+  for (std::int32_t id : transferring_) {
+    Flow& flow = flows_[static_cast<std::size_t>(id)];
+    if (flow.link != link) {
+      continue;
+    }
+    std::int64_t share = 1;
+    for (std::int32_t m : classes_.types[static_cast<std::size_t>(flow.type)]) {
+      share = std::max<std::int64_t>(
+          share, link_load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(link)]);
+    }
+    if (share == flow.share) {
+      continue;
+    }
+    if (flow.share > 0) {
+      // Progress so far at the old share (rounded down: never early).
+      flow.remaining = std::max<std::int64_t>(0, flow.remaining - (now_ - flow.last).ps() / flow.share);
+    }
+    flow.last = now_;
+    flow.share = share;
+    queue_.push(now_ + SimDuration::ps(flow.remaining * share), EventKind::kFlowDone,
+                static_cast<std::uint32_t>(id), ++flow.generation);
+  }
+}
+
+void Simulator::on_flow_done(std::int32_t id) {
+  Flow& flow = flows_[static_cast<std::size_t>(id)];
+  if (flow.share > 0) {
+    flow.share = 0;
+    transferring_.erase(std::find(transferring_.begin(), transferring_.end(), id));
+    for (std::int32_t m : classes_.types[static_cast<std::size_t>(flow.type)]) {
+      --link_load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(flow.link)];
+    }
+    reshare(flow.link);
+  }
+  Flow& f = flows_[static_cast<std::size_t>(id)];
+  if (f.latency.ps() > 0) {
+    queue_.push(now_ + f.latency, EventKind::kCollectiveDone, static_cast<std::uint32_t>(id),
+                ++f.generation);
+    return;
+  }
+  finish_collective(id);
+}
+
+void Simulator::finish_collective(std::int32_t id) {
+  const Flow flow = flows_[static_cast<std::size_t>(id)];
+  ++flows_[static_cast<std::size_t>(id)].generation;
+  free_flows_.push_back(id);
+  for (std::int32_t m : classes_.types[static_cast<std::size_t>(flow.type)]) {
+    comm_end(m);
+  }
+  for (std::int32_t m : classes_.types[static_cast<std::size_t>(flow.type)]) {
+    on_op_done(static_cast<std::uint32_t>(m) * kNumStreams + static_cast<std::uint32_t>(flow.stream));
+  }
 }
 
 void Simulator::on_op_done(std::uint32_t g) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::int32_t i = stream_ops_[static_cast<std::size_t>(cursor_[g])];
+  const std::int32_t i = current_op(g);
   const Op& op = op_at(cls, i);
   if (is_collective(op.kind)) {
     comm_intervals_[c].push_back(
-        CommInterval{op_start_[g], now_, op.stream, op.axis, op.kind,
-                     bus_bytes_[static_cast<std::size_t>(op_base_[c] + i)]});
+        CommInterval{op_start_[g], now_, op.stream, op.axis, op.kind, bus_bytes_[flat(cls, i)]});
     ++coll_pos_[g];
   } else {
     compute_intervals_[c].push_back(Interval{op_start_[g], now_});
   }
   if (options_.record_trace) {
     trace_.push_back(TraceRecord{cls, op.stream, i, op_start_[g], now_});
+  }
+  if (options_.record_ops) {
+    op_log_.push_back(OpRecord{cls, op.stream, i, op_start_[g], now_, 0});
   }
   ++cursor_[g];
   state_[g] = StreamState::kReady;
@@ -504,11 +720,11 @@ Error Simulator::deadlock_error() const {
       continue;
     }
     const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
-    const RankProgram& p = schedule_.programs()[static_cast<std::size_t>(cls)];
-    const std::int32_t i = stream_ops_[static_cast<std::size_t>(cursor_[g])];
+    const std::int32_t i = current_op(static_cast<std::uint32_t>(g));
     const Op& op = op_at(cls, i);
-    os << (first ? "" : "; ") << "class " << cls << " (rank " << p.representative_rank
-       << ") stream " << to_string(static_cast<StreamKind>(g % kNumStreams)) << " blocked at op "
+    os << (first ? "" : "; ") << "class " << cls << " (rank "
+       << classes_.representative[static_cast<std::size_t>(cls)] << ") stream "
+       << to_string(static_cast<StreamKind>(g % kNumStreams)) << " blocked at op "
        << describe_op(cls, i);
     first = false;
     if (state_[g] == StreamState::kBlockedEvent) {
@@ -516,12 +732,12 @@ Error Simulator::deadlock_error() const {
     } else if (state_[g] == StreamState::kBlockedCollective) {
       os << " in collective #" << coll_pos_[g] << " of its stream on axis '"
          << schedule_.mesh().axis_name(op.axis) << "', never reached by class";
-      const auto& partners =
-          partners_[static_cast<std::size_t>(cls) * static_cast<std::size_t>(schedule_.mesh().ndim()) +
-                    static_cast<std::size_t>(op.axis)];
-      for (std::int32_t q : partners) {
+      const std::int32_t type =
+          classes_.group_type[static_cast<std::size_t>(cls) * static_cast<std::size_t>(classes_.ndim) +
+                              static_cast<std::size_t>(op.axis)];
+      for (std::int32_t q : classes_.types[static_cast<std::size_t>(type)]) {
         const std::size_t qg = static_cast<std::size_t>(q) * kNumStreams + g % kNumStreams;
-        if (arrival_[static_cast<std::size_t>(coll_base_[qg] + coll_pos_[g])] == kNotArrived) {
+        if (state_[qg] != StreamState::kBlockedCollective || coll_pos_[qg] != coll_pos_[g]) {
           os << " " << q;
         }
       }
@@ -534,12 +750,17 @@ SimResult Simulator::finish() {
   SimResult result;
   result.links = links_;
   result.events = events_;
-  const auto& programs = schedule_.programs();
+  result.baseline_step_time = SimTime();
   std::vector<CollectiveKindStat> kinds;
-  for (std::size_t c = 0; c < programs.size(); ++c) {
+  for (std::size_t c = 0; c < static_cast<std::size_t>(num_classes_); ++c) {
     ClassResult cr;
-    cr.representative_rank = programs[c].representative_rank;
-    cr.num_ranks = programs[c].num_ranks;
+    cr.representative_rank = classes_.representative[c];
+    cr.num_ranks = classes_.num_ranks[c];
+    cr.program = classes_.program[c];
+    cr.straggler = classes_.straggler[c] != 0;
+    if (cr.straggler) {
+      result.straggler_ranks += cr.num_ranks;
+    }
     for (std::size_t s = 0; s < kNumStreams; ++s) {
       cr.end = std::max(cr.end, stream_end_time_[c * kNumStreams + s]);
     }
@@ -603,6 +824,7 @@ SimResult Simulator::finish() {
                               : 1.0;
     cr.memory = memory_[c];
     cr.memory.end_bytes = mem_total_[c];
+    cr.memory.end_reserved_bytes = allocator_[c].reserved_bytes();
     result.fits = result.fits && cr.memory.fits;
     result.step_time = std::max(result.step_time, cr.end);
     result.classes.push_back(std::move(cr));
@@ -611,8 +833,10 @@ SimResult Simulator::finish() {
     return std::pair(a.kind, a.axis) < std::pair(b.kind, b.axis);
   });
   result.collectives = std::move(kinds);
+  result.baseline_step_time = result.step_time;
   result.trace = std::move(trace_);
   result.memory_trace = std::move(memory_trace_);
+  result.op_log = std::move(op_log_);
   return result;
 }
 
@@ -623,20 +847,29 @@ Expected<SimResult> Simulator::run() {
   }
   while (!queue_.empty() && !error_) {
     const Event ev = queue_.pop();
-    if (ev.generation != generation_[ev.subject]) {
+    // Skip stale events: a stream-ready event whose stream moved on (a ready stream has nothing
+    // else in flight, so its state says it all), or one of an older generation.
+    const bool live =
+        ev.kind == EventKind::kStreamReady ? state_[ev.subject] == StreamState::kReady
+        : ev.kind == EventKind::kOpDone    ? ev.generation == generation_[ev.subject]
+                                           : ev.generation == flows_[ev.subject].generation;
+    if (!live) {
       continue;
     }
-    FSDP_DCHECK(ev.t >= now_);
     now_ = ev.t;
     ++events_;
     switch (ev.kind) {
       case EventKind::kStreamReady:
-        if (state_[ev.subject] == StreamState::kReady) {
-          advance(ev.subject);
-        }
+        advance(ev.subject);
         break;
       case EventKind::kOpDone:
         on_op_done(ev.subject);
+        break;
+      case EventKind::kFlowDone:
+        on_flow_done(static_cast<std::int32_t>(ev.subject));
+        break;
+      case EventKind::kCollectiveDone:
+        finish_collective(static_cast<std::int32_t>(ev.subject));
         break;
     }
   }
@@ -651,12 +884,32 @@ Expected<SimResult> Simulator::run() {
   return finish();
 }
 
+Expected<SimResult> simulate_classes(const Schedule& schedule, const Hardware& hardware,
+                                     const SimOptions& options, std::span<const char> straggler) {
+  FSDP_TRY(SimClasses classes,
+           make_sim_classes(schedule.mesh(), schedule.rank_class(),
+                            static_cast<std::int32_t>(schedule.programs().size()), straggler));
+  Simulator sim(schedule, hardware, options, classes);
+  return sim.run();
+}
+
 }  // namespace
 
 Expected<SimResult> simulate(const Schedule& schedule, const Hardware& hardware,
                              const SimOptions& options) {
-  Simulator sim(schedule, hardware, options);
-  return sim.run();
+  if (!options.straggler.active()) {
+    return simulate_classes(schedule, hardware, options, {});
+  }
+  FSDP_TRY(std::vector<char> flags,
+           straggler_flags(options.straggler, schedule.mesh().size()));
+  FSDP_TRY(SimResult result, simulate_classes(schedule, hardware, options, flags));
+  SimOptions baseline_options = options;
+  baseline_options.straggler = Straggler();
+  baseline_options.record_trace = false;
+  baseline_options.record_ops = false;
+  FSDP_TRY(SimResult baseline, simulate_classes(schedule, hardware, baseline_options, {}));
+  result.baseline_step_time = baseline.step_time;
+  return result;
 }
 
 }  // namespace fsdp::sim

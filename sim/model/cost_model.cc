@@ -44,29 +44,116 @@ SimDuration duration_from_seconds(double seconds) {
   return SimDuration::ps(static_cast<std::int64_t>(ps));
 }
 
+std::string_view to_string(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing:
+      return "ring";
+    case AllReduceAlgorithm::kTree:
+      return "tree";
+    case AllReduceAlgorithm::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::string_view to_string(UnevenCollective uneven) {
+  return uneven == UnevenCollective::kPadToMax ? "padded" : "broadcast";
+}
+
+namespace {
+
+// ceil(log2(n)) for n >= 1.
+std::int64_t ceil_log2(std::int64_t n) {
+  std::int64_t k = 0;
+  while ((std::int64_t{1} << k) < n) {
+    ++k;
+  }
+  return k;
+}
+
+// A ring pass: `hops` sequential steps of `chunk_bytes` each on every link, `bus_bytes` in all
+// (passed in so that its rounding is the caller's formula, bit for bit).
+CollectiveCost ring(std::int64_t hops, double chunk_bytes, double bus_bytes, double bandwidth,
+                    const AxisLink& link, const CostOptions& options) {
+  CollectiveCost cost;
+  cost.bus_bytes = bus_bytes;
+  const double min_bytes = static_cast<double>(options.min_message_bytes);
+  const double charged =
+      chunk_bytes >= min_bytes ? bus_bytes : min_bytes * static_cast<double>(hops);
+  cost.latency = SimDuration::ns(link.latency_ns * hops);
+  cost.transfer = duration_from_seconds(charged / bandwidth);
+  cost.duration = cost.latency + cost.transfer;
+  return cost;
+}
+
+}  // namespace
+
 CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
                                const AxisLink& link, const CostOptions& options) {
-  CollectiveCost cost;
   const std::int64_t n = link.group_size;
   if (n <= 1 || max_member_elements <= 0) {
-    return cost;
+    return CollectiveCost();
   }
   const double element_bytes = static_cast<double>(dtype_bytes(dtype));
   const double nd = static_cast<double>(n);
-  std::int64_t steps = 1;
-  if (kind == OpKind::kAllReduce) {
-    // The op's elements are the whole buffer; reduce-scatter then all-gather over it.
-    steps = 2;
-    cost.bus_bytes = 2.0 * (nd - 1.0) / nd * static_cast<double>(max_member_elements) *
-                     element_bytes;
-  } else {
-    // The full buffer is n members' (padded) shards; (n-1)/n of it crosses each link.
-    cost.bus_bytes = (nd - 1.0) * static_cast<double>(max_member_elements) * element_bytes;
+  const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
+  if (kind != OpKind::kAllReduce) {
+    // The full buffer is n members' (padded) shards; each of the n - 1 ring steps moves one.
+    return ring(n - 1, static_cast<double>(max_member_elements) * element_bytes,
+                (nd - 1.0) * static_cast<double>(max_member_elements) * element_bytes, bandwidth,
+                link, options);
+  }
+  // All-reduce over the whole buffer S: the ring is a reduce-scatter then an all-gather, 2(n-1)
+  // steps of S/n; the tree reduces up and broadcasts down a pipelined binary tree, 2 ceil(log2 n)
+  // steps and S through each node's link in each direction (NCCL's tuner converts tree bus
+  // bandwidth to algorithm bandwidth with a factor 1/2).
+  const double buffer = static_cast<double>(max_member_elements) * element_bytes;
+  CollectiveCost r =
+      ring(2 * (n - 1), buffer / nd,
+           2.0 * (nd - 1.0) / nd * static_cast<double>(max_member_elements) * element_bytes,
+           bandwidth, link, options);
+  if (options.all_reduce == AllReduceAlgorithm::kRing) {
+    return r;
+  }
+  CollectiveCost t;
+  t.tree = true;
+  t.bus_bytes = r.bus_bytes;  // nccl-tests reports every all-reduce with 2(n-1)/n
+  t.latency = SimDuration::ns(link.latency_ns * 2 * ceil_log2(n));
+  t.transfer = duration_from_seconds(
+      2.0 * std::max(buffer, static_cast<double>(options.min_message_bytes)) / bandwidth);
+  t.duration = t.latency + t.transfer;
+  if (options.all_reduce == AllReduceAlgorithm::kTree) {
+    return t;
+  }
+  // kAuto: NCCL uses trees across nodes only; inside a node the ring (a chain) is kept.
+  return link.inter_node && t.duration < r.duration ? t : r;
+}
+
+CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
+                                      std::span<const std::int64_t> member_elements, DType dtype,
+                                      const AxisLink& link, const CostOptions& options) {
+  if (member_elements.empty()) {
+    return collective_cost(kind, elements, dtype, link, options);
+  }
+  const std::int64_t max_elements =
+      std::max(elements, *std::max_element(member_elements.begin(), member_elements.end()));
+  const bool uneven = std::any_of(member_elements.begin(), member_elements.end(),
+                                  [&](std::int64_t e) { return e != member_elements.front(); });
+  if (!uneven || kind == OpKind::kAllReduce ||
+      options.uneven == UnevenCollective::kPadToMax || link.group_size <= 1) {
+    return collective_cost(kind, max_elements, dtype, link, options);
+  }
+  // Grouped broadcasts: member i's s_i bytes cross every ring link but the one into i, so a link
+  // carries (n-1)/n of the total on average; the group runs as one ring pass of latency.
+  std::int64_t total = 0;
+  for (std::int64_t e : member_elements) {
+    total += e;
   }
   const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
-  const SimDuration alpha = SimDuration::ns(link.latency_ns * (n - 1) * steps);
-  cost.duration = alpha + duration_from_seconds(cost.bus_bytes / bandwidth);
-  return cost;
+  const double n = static_cast<double>(link.group_size);
+  const double chunk =
+      static_cast<double>(total) * static_cast<double>(dtype_bytes(dtype)) / n;
+  return ring(link.group_size - 1, chunk, (n - 1.0) * chunk, bandwidth, link, options);
 }
 
 SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptions& options) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/hardware/hardware.h"
@@ -15,7 +17,19 @@
 
 namespace fsdp::sim {
 
-// Achieved fractions of the datasheet peaks. Defaults are modelling assumptions (documented).
+// How all-reduces are costed: the ring, the (double binary) tree, or per call whichever of the
+// two is faster, as NCCL's tuner picks the algorithm with the lowest predicted time.
+enum class AllReduceAlgorithm : std::uint8_t { kRing, kTree, kAuto };
+// How all-gathers and reduce-scatters with unequal member counts are costed: padded to the
+// largest member (NCCL 2.28 has no all-gather-v), or as a group of per-member broadcasts
+// (reduces) that move the real counts.
+enum class UnevenCollective : std::uint8_t { kPadToMax, kGroupedBroadcast };
+
+std::string_view to_string(AllReduceAlgorithm algorithm);  // "ring", "tree", "auto"
+std::string_view to_string(UnevenCollective uneven);       // "padded", "broadcast"
+
+// Achieved fractions of the datasheet peaks and the collective-algorithm knobs. Defaults are
+// modelling assumptions (documented).
 struct CostOptions {
   double forward_efficiency = 0.5;    // of peak math, matmul-heavy forward
   double backward_efficiency = 0.5;   // backward
@@ -23,6 +37,15 @@ struct CostOptions {
   double elementwise_efficiency = 0.5;  // math of grad copy, cast and optimizer step
   double memory_efficiency = 0.8;     // of HBM bandwidth, for every compute op's memory term
   double link_efficiency = 1.0;       // of the link bandwidth, for collectives
+  // Compute runs this many times slower while a collective of the same device is in flight (the
+  // NCCL kernels occupy SMs); 1 = no slowdown.
+  double sm_slowdown = 1.0;
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  // Per-step messages smaller than this cost as much bandwidth time as one of this size (below it
+  // a ring step is latency- and protocol-bound); 0 = off.
+  std::int64_t min_message_bytes = 0;
+  UnevenCollective uneven = UnevenCollective::kPadToMax;
+  friend bool operator==(const CostOptions&, const CostOptions&) = default;
 };
 
 // The link a mesh axis's collectives run over.
@@ -40,16 +63,29 @@ struct AxisLink {
 std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardware);
 
 struct CollectiveCost {
-  SimDuration duration;
+  SimDuration duration;  // latency + transfer
+  SimDuration latency;   // the alpha term: not shared with other collectives
+  SimDuration transfer;  // the bandwidth term at the full link rate: shared under contention
   double bus_bytes = 0;  // nccl-tests "bus" bytes: what crosses each ring link
+  bool tree = false;     // an all-reduce costed with the tree algorithm
 };
 
-// A ring collective over `link` moving `max_member_elements` per member (uneven members padded
-// to the largest) of `dtype`: alpha * (n - 1) * steps + bus_bytes / (bandwidth * efficiency),
+// A collective over `link` moving `max_member_elements` per member (uneven members padded to the
+// largest) of `dtype`. Ring: alpha * (n - 1) * steps + bus_bytes / (bandwidth * efficiency),
 // where bus_bytes is (n - 1) / n of the full buffer for all-gather and reduce-scatter (steps 1)
-// and 2 (n - 1) / n of it for all-reduce (steps 2). A group of one costs nothing.
+// and 2 (n - 1) / n of it for all-reduce (steps 2). Tree all-reduce: alpha * 2 ceil(log2 n) +
+// 2 * buffer / (bandwidth * efficiency). Per-step messages below options.min_message_bytes cost
+// as that size. A group of one costs nothing.
 CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
                                const AxisLink& link, const CostOptions& options);
+
+// The same for a collective whose members move `member_elements` (one entry per group member;
+// empty or all equal: every member moves `elements`). With UnevenCollective::kGroupedBroadcast an
+// uneven all-gather or reduce-scatter is costed as a group of n broadcasts (reduces) whose links
+// carry (n - 1) / n of the real total, with the latency of one ring pass.
+CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
+                                      std::span<const std::int64_t> member_elements, DType dtype,
+                                      const AxisLink& link, const CostOptions& options);
 
 // A compute op (is_compute(op.kind)): max of its math time at the peak of its dtype (fp32 peak
 // for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops.

@@ -37,9 +37,19 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
   std::ostringstream os;
   os << "simulated step: " << to_string(schedule.mesh()) << " (" << schedule.mesh().size()
      << " ranks) on " << hardware.name() << ", " << schedule.num_microbatches()
-     << " microbatches, " << schedule.programs().size() << " rank class"
-     << (schedule.programs().size() == 1 ? "" : "es") << "\n";
+     << " microbatches, " << result.classes.size() << " rank class"
+     << (result.classes.size() == 1 ? "" : "es") << "\n";
   os << "  step time            " << ms(result.step_time) << "\n";
+  if (result.straggler_ranks > 0) {
+    const SimDuration cost = result.step_time - result.baseline_step_time;
+    os << "  stragglers           " << result.straggler_ranks << " rank"
+       << (result.straggler_ranks == 1 ? "" : "s") << " cost " << ms(cost) << " ("
+       << pct(result.baseline_step_time.ps() > 0
+                  ? static_cast<double>(cost.ps()) /
+                        static_cast<double>(result.baseline_step_time.ps())
+                  : 0.0)
+       << "): " << ms(result.baseline_step_time) << " without them\n";
+  }
   os << "  memory               " << (result.fits ? "fits" : "DOES NOT FIT") << " in "
      << gib(hardware.memory_bytes()) << " per device\n";
   os << "  links:";
@@ -54,7 +64,8 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
   for (std::size_t c = 0; c < result.classes.size(); ++c) {
     const ClassResult& cr = result.classes[c];
     os << "\nclass " << c << " (rank " << cr.representative_rank << ", " << cr.num_ranks
-       << " rank" << (cr.num_ranks == 1 ? "" : "s") << ")\n";
+       << " rank" << (cr.num_ranks == 1 ? "" : "s") << (cr.straggler ? ", stragglers" : "")
+       << ")\n";
     os << "  end                  " << ms(cr.end) << "\n";
     os << "  compute busy         " << ms(cr.compute) << " ("
        << pct(cr.end.ps() > 0 ? static_cast<double>(cr.compute.ps()) /
@@ -82,6 +93,12 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
         os << "    " << to_string(static_cast<BufferClass>(b)) << ": " << gib(bytes) << "\n";
       }
     }
+    os << "  peak reserved        " << gib(m.peak_reserved_bytes)
+       << " (caching allocator; " << (m.reserved_fits ? "fits" : "DOES NOT FIT");
+    if (!m.reserved_fits && m.first_reserved_overflow_op >= 0) {
+      os << " from op " << m.first_reserved_overflow_op;
+    }
+    os << ")\n";
     if (!m.fits && m.first_overflow_op < 0) {
       os << "  overflow             the resident buffers alone exceed device memory\n";
     } else if (!m.fits) {
@@ -111,6 +128,8 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
   doc["microbatches"] = schedule.num_microbatches();
   doc["step_time_ps"] = result.step_time.ps();
   doc["step_time_ms"] = result.step_time.ms();
+  doc["straggler_ranks"] = result.straggler_ranks;
+  doc["baseline_step_time_ps"] = result.baseline_step_time.ps();
   doc["fits"] = result.fits;
   doc["events"] = result.events;
   json links = json::array();
@@ -128,6 +147,8 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
     json c;
     c["representative_rank"] = cr.representative_rank;
     c["num_ranks"] = cr.num_ranks;
+    c["program"] = cr.program;
+    c["straggler"] = cr.straggler;
     c["end_ps"] = cr.end.ps();
     c["compute_ps"] = cr.compute.ps();
     c["communication_ps"] = cr.communication.ps();
@@ -152,6 +173,10 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
     mem["end_bytes"] = m.end_bytes;
     mem["fits"] = m.fits;
     mem["first_overflow_op"] = m.first_overflow_op;
+    mem["peak_reserved_bytes"] = m.peak_reserved_bytes;
+    mem["end_reserved_bytes"] = m.end_reserved_bytes;
+    mem["reserved_fits"] = m.reserved_fits;
+    mem["first_reserved_overflow_op"] = m.first_reserved_overflow_op;
     json comp = json::object();
     json res = json::object();
     for (int b = 0; b < kNumBufferClasses; ++b) {
@@ -181,13 +206,14 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
 nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
   using nlohmann::json;
   json events = json::array();
-  for (std::size_t c = 0; c < schedule.programs().size(); ++c) {
-    const RankProgram& p = schedule.programs()[c];
+  for (std::size_t c = 0; c < result.classes.size(); ++c) {
+    const ClassResult& p = result.classes[c];
     events.push_back({{"ph", "M"},
                       {"name", "process_name"},
                       {"pid", c},
                       {"args", {{"name", str_cat("class ", c, " (rank ", p.representative_rank,
-                                                 ", ", p.num_ranks, " ranks)")}}}});
+                                                 ", ", p.num_ranks, " ranks",
+                                                 p.straggler ? ", stragglers" : "", ")")}}}});
     for (int s = 0; s < kNumStreams; ++s) {
       events.push_back({{"ph", "M"},
                         {"name", "thread_name"},
@@ -197,8 +223,9 @@ nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
     }
   }
   for (const TraceRecord& r : result.trace) {
-    const Op& op = schedule.programs()[static_cast<std::size_t>(r.cls)]
-                       .ops[static_cast<std::size_t>(r.op)];
+    const std::size_t program =
+        static_cast<std::size_t>(result.classes[static_cast<std::size_t>(r.cls)].program);
+    const Op& op = schedule.programs()[program].ops[static_cast<std::size_t>(r.op)];
     std::string name(to_string(op.kind));
     if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
       name += " " + schedule.unit_names()[static_cast<std::size_t>(op.unit)];

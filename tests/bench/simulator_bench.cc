@@ -9,6 +9,9 @@
 //                                   (schedule ops executed per second), and the simulated step.
 //   BM_SimulatorLlama8bDp16         the CLI default (Llama 3 8B, dp=16, 4 microbatches).
 //   BM_SimulatorLlama405bHsdpTrace  the first scenario with trace recording on.
+//   BM_SimulatorLlama70bUnpadded    Llama 3 70B on dp=4096 (ZeRO-3) with the unpadded layout, 8
+//                                   microbatches: ranks hold unequal shards, so many rank classes
+//                                   are simulated and the slowest member gates each collective.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -24,9 +27,10 @@ namespace fsdp::sim {
 namespace {
 
 Schedule build(const std::string& model, Strategy strategy, const std::string& mesh,
-               std::int64_t microbatches) {
+               std::int64_t microbatches, ShardLayout layout = ShardLayout::kPadded) {
   FsdpOptions options;
   options.num_microbatches = microbatches;
+  options.shard_layout = layout;
   const FsdpConfig config =
       make_fsdp_config(strategy, parse_device_mesh(mesh).value(), options).value();
   return build_schedule(load_model_preset(model).value(), config, Workload{}).value();
@@ -75,6 +79,13 @@ void BM_SimulatorLlama405bHsdpTrace(benchmark::State& state) {
   run(state, schedule, /*trace=*/true);
 }
 BENCHMARK(BM_SimulatorLlama405bHsdpTrace)->Unit(benchmark::kMillisecond);
+
+void BM_SimulatorLlama70bUnpadded(benchmark::State& state) {
+  static const Schedule schedule =
+      build("llama-3-70b", Strategy::kZero3, "dp=4096", 8, ShardLayout::kUnpadded);
+  run(state, schedule, /*trace=*/false);
+}
+BENCHMARK(BM_SimulatorLlama70bUnpadded)->Unit(benchmark::kMillisecond);
 
 void BM_SimulatorLlama8bDp16(benchmark::State& state) {
   static const Schedule schedule = build("llama-3-8b", Strategy::kZero3, "dp=16", 4);

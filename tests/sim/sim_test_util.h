@@ -10,7 +10,10 @@
 
 #include "core/hardware/hardware.h"
 #include "core/mesh/device_mesh.h"
+#include "core/model/model.h"
+#include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule.h"
+#include "core/schedule/schedule_builder.h"
 
 namespace fsdp::sim::testing {
 
@@ -100,6 +103,32 @@ inline Schedule single_class(const std::string& mesh, RankProgram program,
   return Schedule(m, /*unified_streams=*/false, /*num_microbatches=*/1, {std::move(program)},
                   std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0),
                   std::move(collectives), {"u0"});
+}
+
+inline Param weight(std::string name, std::initializer_list<std::int64_t> dims) {
+  return Param::make(std::move(name), Shape::make(dims).value(), DType::kBf16, true).value();
+}
+
+// `layers` units of one [rows, cols] bf16 weight each, with some FLOPs and activations
+// (`activation_bytes` per token, 4 * cols by default).
+inline Model layered_model(int layers, std::int64_t rows, std::int64_t cols,
+                           std::int64_t activation_bytes = -1) {
+  std::vector<Unit> units;
+  for (int i = 0; i < layers; ++i) {
+    const std::string name = "layer" + std::to_string(i);
+    units.push_back(Unit::make(name, Unit::kNoParent, {weight(name + ".w", {rows, cols})},
+                               UnitFlops{2 * rows * cols, 0},
+                               UnitActivations{activation_bytes < 0 ? 4 * cols : activation_bytes, 0})
+                        .value());
+  }
+  return Model::make("layered", std::move(units)).value();
+}
+
+inline Schedule build(const Model& m, const std::string& mesh, FsdpOptions options = {},
+                      Strategy strategy = Strategy::kZero3) {
+  const FsdpConfig config =
+      make_fsdp_config(strategy, parse_device_mesh(mesh).value(), std::move(options)).value();
+  return build_schedule(m, config, Workload{}).value();
 }
 
 }  // namespace fsdp::sim::testing

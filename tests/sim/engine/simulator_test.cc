@@ -7,9 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "core/model/model.h"
-#include "core/policy/fsdp_config.h"
-#include "core/schedule/schedule_builder.h"
 #include "core/schedule/schedule_checks.h"
 #include "tests/sim/sim_test_util.h"
 
@@ -217,28 +214,8 @@ TEST(SimulatorTest, RejectsFreeingAnUnallocatedBuffer) {
 
 // --- built schedules ---------------------------------------------------------------------------
 
-Param weight(std::string name, std::initializer_list<std::int64_t> dims) {
-  return Param::make(std::move(name), Shape::make(dims).value(), DType::kBf16, true).value();
-}
-
-// `layers` units of one [rows, cols] weight each, with some FLOPs and activations.
-Model layered_model(int layers, std::int64_t rows, std::int64_t cols) {
-  std::vector<Unit> units;
-  for (int i = 0; i < layers; ++i) {
-    const std::string name = "layer" + std::to_string(i);
-    units.push_back(Unit::make(name, Unit::kNoParent, {weight(name + ".w", {rows, cols})},
-                               UnitFlops{2 * rows * cols, 0}, UnitActivations{4 * cols, 0})
-                        .value());
-  }
-  return Model::make("layered", std::move(units)).value();
-}
-
-Schedule build(const Model& m, const std::string& mesh, FsdpOptions options = {}) {
-  const FsdpConfig config =
-      make_fsdp_config(Strategy::kZero3, parse_device_mesh(mesh).value(), std::move(options))
-          .value();
-  return build_schedule(m, config, Workload{}).value();
-}
+using testing::build;
+using testing::layered_model;
 
 TEST(SimulatorTest, SingleClassStepEqualsTheCriticalPath) {
   FsdpOptions o;
@@ -246,9 +223,11 @@ TEST(SimulatorTest, SingleClassStepEqualsTheCriticalPath) {
   const Schedule s = build(layered_model(4, 1024, 1024), "dp=4", o);
   ASSERT_EQ(s.programs().size(), 1u);
   const Hardware hw = round_hardware();
-  const SimResult r = simulate(s, hw).value();
-  // With one class nothing but stream order and events delays an op, so the DES must reproduce
-  // the longest path of the happens-before DAG weighted by the cost models.
+  SimOptions so;
+  so.contention = false;
+  const SimResult r = simulate(s, hw, so).value();
+  // With one class and no link sharing nothing but stream order and events delays an op, so the
+  // DES must reproduce the longest path of the happens-before DAG weighted by the cost models.
   const auto links = axis_links(s.mesh(), hw);
   const auto cp = critical_path(s.programs()[0], [&](const Op& op) -> std::int64_t {
     if (is_collective(op.kind)) {

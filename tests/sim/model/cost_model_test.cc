@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/hardware/hardware_presets.h"
 #include "tests/sim/sim_test_util.h"
 
@@ -42,6 +44,63 @@ TEST(CostModelTest, LinkEfficiencyScalesTheBandwidthTerm) {
   // 1000 bf16 elements: 2000 bus bytes at 0.5e9 B/s = 4 us.
   EXPECT_EQ(collective_cost(OpKind::kAllGather, 1000, DType::kBf16, link, o).duration.ps(),
             4'000'000);
+}
+
+TEST(CostModelTest, TreeAllReduceTradesBandwidthForLogarithmicLatency) {
+  const AxisLink link{16, true, 10'000'000'000, 10'000};
+  CostOptions ring;
+  ring.all_reduce = AllReduceAlgorithm::kRing;
+  CostOptions tree;
+  tree.all_reduce = AllReduceAlgorithm::kTree;
+  // 16e6 bytes. Ring: 30 steps of 10 us + 2 * 15/16 * 16e6 B at 1e10 B/s = 300 us + 3 ms.
+  // Tree: 2 * log2(16) = 8 steps + 2 * 16e6 B at 1e10 B/s = 80 us + 3.2 ms.
+  const auto r = collective_cost(OpKind::kAllReduce, 4'000'000, DType::kFp32, link, ring);
+  const auto t = collective_cost(OpKind::kAllReduce, 4'000'000, DType::kFp32, link, tree);
+  EXPECT_EQ(r.duration.ps(), 3'300'000'000);
+  EXPECT_EQ(t.duration.ps(), 3'280'000'000);
+  EXPECT_TRUE(t.tree);
+  EXPECT_DOUBLE_EQ(t.bus_bytes, r.bus_bytes);
+  // Auto picks the faster one: the tree here, and by far for a latency-bound message.
+  EXPECT_TRUE(collective_cost(OpKind::kAllReduce, 4'000'000, DType::kFp32, link, {}).tree);
+  const auto small = collective_cost(OpKind::kAllReduce, 1000, DType::kFp32, link, {});
+  EXPECT_TRUE(small.tree);
+  EXPECT_EQ(small.duration.ps(), 80'000'000 + 800'000);
+  // Inside a node auto keeps the ring, as NCCL does.
+  const AxisLink nvlink{16, false, 10'000'000'000, 10'000};
+  EXPECT_FALSE(collective_cost(OpKind::kAllReduce, 1000, DType::kFp32, nvlink, {}).tree);
+  // Ring: the latency and transfer terms add up to the duration.
+  EXPECT_EQ((r.latency + r.transfer).ps(), r.duration.ps());
+}
+
+TEST(CostModelTest, SmallMessagesCostTheMinimumEfficientSize) {
+  const AxisLink link{8, false, 100'000'000'000, 1000};
+  CostOptions o;
+  o.min_message_bytes = 65'536;
+  // 2000 B per ring step costs as 64 KiB: 7 * 65536 B at 1e11 B/s = 4.58752 us, plus 7 us.
+  const auto c = collective_cost(OpKind::kAllGather, 1000, DType::kBf16, link, o);
+  EXPECT_EQ(c.duration.ps(), 7'000'000 + 4'587'520);
+  EXPECT_DOUBLE_EQ(c.bus_bytes, 14'000);  // the real bytes
+  // Messages above the minimum are unaffected.
+  EXPECT_EQ(collective_cost(OpKind::kAllGather, 1'000'000, DType::kBf16, link, o).duration,
+            collective_cost(OpKind::kAllGather, 1'000'000, DType::kBf16, link, {}).duration);
+}
+
+TEST(CostModelTest, UnevenCountsArePaddedOrBroadcast) {
+  const AxisLink link{4, false, 1'000'000'000, 0};
+  const std::vector<std::int64_t> members = {100, 300, 200, 400};
+  // Padded to 400: 3 steps of 800 B = 2.4 us. Grouped broadcasts: 3/4 of 2000 B = 1.5 us.
+  EXPECT_EQ(uneven_collective_cost(OpKind::kAllGather, 100, members, DType::kBf16, link, {})
+                .duration.ps(),
+            2'400'000);
+  CostOptions b;
+  b.uneven = UnevenCollective::kGroupedBroadcast;
+  EXPECT_EQ(uneven_collective_cost(OpKind::kReduceScatter, 100, members, DType::kBf16, link, b)
+                .duration.ps(),
+            1'500'000);
+  // Even members: both policies agree.
+  const std::vector<std::int64_t> even = {300, 300, 300, 300};
+  EXPECT_EQ(uneven_collective_cost(OpKind::kAllGather, 300, even, DType::kBf16, link, b).duration,
+            collective_cost(OpKind::kAllGather, 300, DType::kBf16, link, {}).duration);
 }
 
 TEST(CostModelTest, ComputeIsTheSlowerOfMathAndMemory) {

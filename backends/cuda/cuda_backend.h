@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend's vendor-free entry points: code outside backends/cuda (the CLI, the trainer)
+// includes only this header, so no CUDA or NCCL header leaks. Everything here works on a machine
+// without a GPU or driver: the probes return 0 and the factories return one-line errors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/exec/communicator.h"
+#include "backends/exec/device.h"
+#include "backends/model/decoder.h"
+#include "core/base/expected.h"
+#include "core/mesh/device_mesh.h"
+
+namespace fsdp::cuda {
+
+// Number of usable CUDA devices; 0 when cudaGetDeviceCount fails for any reason (no driver gives
+// cudaErrorInsufficientDriver, no device cudaErrorNoDevice), never an error.
+int cuda_device_count();
+
+// A CudaDevice (cuda_device.h) on GPU `ordinal`, named `name` in messages. Errors (kUnavailable,
+// one line): no usable CUDA device (with the CUDA runtime's reason), ordinal out of range.
+Expected<std::unique_ptr<exec::Device>> make_cuda_device(int ordinal, std::string name);
+
+// The decoder on `device`'s compute stream (a device from make_cuda_device; kInvalidArgument
+// otherwise): params and grads passed to it are device pointers.
+Expected<std::unique_ptr<backend::HostDecoder>> make_cuda_decoder(
+    const backend::DecoderConfig& config, std::int64_t num_microbatches, std::int64_t data_rank,
+    std::int64_t data_world, exec::Device& device);
+
+// ncclGetVersion of the loaded NCCL library (e.g. 22809 for 2.28.9), 0 if it fails.
+int nccl_runtime_version();
+
+// NCCL communicators of this MPI process on `mesh` (MPI initialised, world size = mesh size),
+// bootstrapped with MPI_Bcast of a unique id per axis; see nccl_communicator.h.
+Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators(const DeviceMesh& mesh,
+                                                                         exec::Device& device);
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+// CudaDevice. Timing events come from a pool and are turned into TaskTimings (relative to an
+// epoch event recorded at construction, so device and host clocks share their origin) only at
+// synchronize(), when the streams are idle: reading them earlier would block the host.
+#include "backends/cuda/cuda_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "backends/cuda/cuda_error.h"
+#include "core/base/strings.h"
+
+namespace fsdp::cuda {
+
+Expected<int> probe_cuda_devices() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("cudaGetDeviceCount: ", cudaGetErrorName(e), " (", static_cast<int>(e),
+                         "): ", cudaGetErrorString(e)));
+  }
+  return count;
+}
+
+// --- CudaMemory ----------------------------------------------------------------------------------
+
+CudaMemory::CudaMemory(int ordinal, std::function<void(const Error&)> on_error)
+    : ordinal_(ordinal), on_error_(std::move(on_error)) {}
+
+CudaMemory::~CudaMemory() {
+  if (zero_stream_ != nullptr) {
+    (void)cudaStreamDestroy(zero_stream_);
+  }
+}
+
+Expected<void*> CudaMemory::allocate(std::int64_t bytes) {
+  FSDP_CUDA_TRY(cudaSetDevice(ordinal_));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("cuda device ", ordinal_, ": cannot allocate ", bytes,
+                         " bytes: cudaMalloc: ", cudaGetErrorString(e)));
+  }
+  return p;
+}
+
+void CudaMemory::deallocate(void* ptr, std::int64_t /*bytes*/) { (void)cudaFree(ptr); }
+
+void CudaMemory::zero(void* ptr, std::int64_t bytes) {
+  auto run = [&]() -> Status {
+    FSDP_CUDA_TRY(cudaSetDevice(ordinal_));
+    if (zero_stream_ == nullptr) {
+      FSDP_CUDA_TRY(cudaStreamCreateWithFlags(&zero_stream_, cudaStreamNonBlocking));
+    }
+    FSDP_CUDA_TRY(cudaMemsetAsync(ptr, 0, static_cast<std::size_t>(bytes), zero_stream_));
+    FSDP_CUDA_TRY(cudaStreamSynchronize(zero_stream_));
+    return ok_status();
+  };
+  if (bytes <= 0) {
+    return;
+  }
+  if (Status s = run(); !s.ok() && on_error_) {
+    on_error_(s.error());
+  }
+}
+
+// --- CudaDevice ----------------------------------------------------------------------------------
+
+CudaDevice::CudaDevice(int ordinal, std::string name)
+    : ordinal_(ordinal),
+      name_(std::move(name)),
+      epoch_host_(std::chrono::steady_clock::now()),
+      memory_(ordinal, [this](const Error& e) { poison(e); }),
+      arena_(&memory_) {
+  arena_.set_clock([this] { return now_ns(); });
+}
+
+Expected<std::unique_ptr<CudaDevice>> CudaDevice::make(int ordinal, std::string name) {
+  Expected<int> count = probe_cuda_devices();
+  if (!count.has_value()) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("cuda device ", ordinal, " for ", name, ": no usable CUDA device (",
+                         count.error().message(), ")"));
+  }
+  if (ordinal < 0 || ordinal >= *count) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("cuda device ", ordinal, " for ", name, ": ordinal outside [0, ", *count,
+                         ") (", *count, " CUDA device(s) visible)"));
+  }
+  std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal, std::move(name)));
+  if (Status s = device->init(); !s.ok()) {
+    return Error(s.error()).with_context(str_cat("cuda device ", ordinal, " for ", device->name_));
+  }
+  return device;
+}
+
+Status CudaDevice::init() {
+  FSDP_RETURN_IF_ERROR(make_current());
+  int least = 0;
+  int greatest = 0;
+  FSDP_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  const int comm_priority = std::max(greatest, std::min(least, -1));
+  for (int s = 0; s < kNumStreams; ++s) {
+    const int priority = static_cast<StreamKind>(s) == StreamKind::kCompute ? least : comm_priority;
+    FSDP_CUDA_TRY(cudaStreamCreateWithPriority(&streams_[static_cast<std::size_t>(s)],
+                                               cudaStreamNonBlocking, priority));
+  }
+  FSDP_CUDA_TRY(cudaEventCreate(&epoch_));
+  FSDP_CUDA_TRY(cudaEventRecord(epoch_, stream(StreamKind::kCompute)));
+  epoch_host_ = std::chrono::steady_clock::now();
+  return ok_status();
+}
+
+CudaDevice::~CudaDevice() {
+  (void)cudaSetDevice(ordinal_);
+  for (cudaStream_t s : streams_) {
+    if (s != nullptr) {
+      (void)cudaStreamSynchronize(s);
+    }
+  }
+  for (cudaEvent_t e : events_) {
+    (void)cudaEventDestroy(e);
+  }
+  for (cudaEvent_t e : timing_pool_) {
+    (void)cudaEventDestroy(e);
+  }
+  for (const Pending& p : pending_) {
+    (void)cudaEventDestroy(p.start);
+    (void)cudaEventDestroy(p.end);
+  }
+  if (epoch_ != nullptr) {
+    (void)cudaEventDestroy(epoch_);
+  }
+  for (cudaStream_t s : streams_) {
+    if (s != nullptr) {
+      (void)cudaStreamDestroy(s);
+    }
+  }
+}
+
+Status CudaDevice::make_current() const {
+  FSDP_CUDA_TRY(cudaSetDevice(ordinal_));
+  return ok_status();
+}
+
+std::int64_t CudaDevice::now_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              epoch_host_)
+      .count();
+}
+
+std::optional<Error> CudaDevice::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void CudaDevice::poison(const Error& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_) {
+    error_ = error;
+  }
+}
+
+bool CudaDevice::poisoned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_.has_value();
+}
+
+void CudaDevice::abort(const Error& error) { poison(error); }
+
+Expected<cudaEvent_t> CudaDevice::timing_event() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!timing_pool_.empty()) {
+      cudaEvent_t e = timing_pool_.back();
+      timing_pool_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  FSDP_CUDA_TRY(cudaEventCreate(&e));
+  return e;
+}
+
+void CudaDevice::timed(StreamKind kind, exec::TaskTag tag,
+                       const std::function<Status()>& enqueue) {
+  if (poisoned()) {
+    return;
+  }
+  auto run = [&]() -> Status {
+    FSDP_RETURN_IF_ERROR(make_current());
+    FSDP_TRY(cudaEvent_t start, timing_event());
+    FSDP_TRY(cudaEvent_t end, timing_event());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(Pending{kind, tag, start, end});  // owned by pending_ from here on
+    }
+    FSDP_CUDA_TRY(cudaEventRecord(start, stream(kind)));
+    FSDP_RETURN_IF_ERROR(enqueue());
+    FSDP_CUDA_TRY(cudaEventRecord(end, stream(kind)));
+    return ok_status();
+  };
+  if (Status s = run(); !s.ok()) {
+    poison(Error(s.error()).with_context(str_cat(name_, ", ", to_string(kind), " stream")));
+  }
+}
+
+void CudaDevice::submit(StreamKind stream, exec::TaskTag tag, exec::Task task) {
+  timed(stream, tag, task);
+}
+
+void CudaDevice::record(StreamKind kind, std::int32_t event, exec::TaskTag tag) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (event < 0 || static_cast<std::size_t>(event) >= events_.size() ||
+        static_cast<std::size_t>(event) >= recorded_.size()) {
+      if (!error_) {
+        error_ = Error(ErrorCode::kOutOfRange, str_cat(name_, ": record of event ", event,
+                                                       " outside [0, ", recorded_.size(), ")"));
+      }
+      return;
+    }
+    recorded_[static_cast<std::size_t>(event)] = 1;
+  }
+  cudaEvent_t e = events_[static_cast<std::size_t>(event)];
+  timed(kind, tag, [&]() -> Status {
+    FSDP_CUDA_TRY(cudaEventRecord(e, stream(kind)));
+    return ok_status();
+  });
+}
+
+void CudaDevice::wait(StreamKind kind, std::int32_t event, exec::TaskTag tag) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (event < 0 || static_cast<std::size_t>(event) >= recorded_.size() ||
+        recorded_[static_cast<std::size_t>(event)] == 0) {
+      if (!error_) {
+        error_ = Error(ErrorCode::kFailedPrecondition,
+                       str_cat(name_, ": wait on event ", event, " issued before its record"));
+      }
+      return;
+    }
+  }
+  cudaEvent_t e = events_[static_cast<std::size_t>(event)];
+  timed(kind, tag, [&]() -> Status {
+    FSDP_CUDA_TRY(cudaStreamWaitEvent(stream(kind), e, 0));
+    return ok_status();
+  });
+}
+
+void CudaDevice::reset_events(std::int32_t num_events) {
+  const std::size_t n = static_cast<std::size_t>(std::max(num_events, 0));
+  auto grow = [&]() -> Status {
+    FSDP_RETURN_IF_ERROR(make_current());
+    while (events_.size() < n) {
+      cudaEvent_t e = nullptr;
+      FSDP_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(e);
+    }
+    return ok_status();
+  };
+  if (Status s = grow(); !s.ok()) {
+    poison(s.error());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  recorded_.assign(n, 0);
+}
+
+exec::Fence CudaDevice::fence(StreamKind kind) {
+  auto make = [&]() -> Expected<exec::Fence> {
+    FSDP_RETURN_IF_ERROR(make_current());
+    cudaEvent_t raw = nullptr;
+    FSDP_CUDA_TRY(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming));
+    std::shared_ptr<CUevent_st> event(raw, [](cudaEvent_t e) { (void)cudaEventDestroy(e); });
+    FSDP_CUDA_TRY(cudaEventRecord(raw, stream(kind)));
+    return exec::Fence([event] { return cudaEventQuery(event.get()) == cudaSuccess; });
+  };
+  Expected<exec::Fence> f = make();
+  if (!f.has_value()) {
+    poison(f.error());
+    return [] { return false; };  // never reuse a block whose last use is unknown
+  }
+  return std::move(f).value();
+}
+
+Status CudaDevice::resolve_timings() {
+  std::vector<Pending> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(pending_);
+  }
+  std::vector<exec::TaskTiming> resolved;
+  resolved.reserve(pending.size());
+  for (const Pending& p : pending) {
+    float start_ms = 0.0F;
+    float end_ms = 0.0F;
+    const cudaError_t a = cudaEventElapsedTime(&start_ms, epoch_, p.start);
+    const cudaError_t b = cudaEventElapsedTime(&end_ms, epoch_, p.end);
+    if (a == cudaSuccess && b == cudaSuccess) {
+      resolved.push_back(exec::TaskTiming{p.stream, p.tag,
+                                          std::llround(static_cast<double>(start_ms) * 1e6),
+                                          std::llround(static_cast<double>(end_ms) * 1e6)});
+    } else {
+      // A task that failed before its end event was recorded leaves it unrecorded: no timing.
+      (void)cudaGetLastError();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Pending& p : pending) {
+    timing_pool_.push_back(p.start);
+    timing_pool_.push_back(p.end);
+  }
+  timeline_.insert(timeline_.end(), resolved.begin(), resolved.end());
+  return ok_status();
+}
+
+Status CudaDevice::synchronize() {
+  auto drain = [&]() -> Status {
+    FSDP_RETURN_IF_ERROR(make_current());
+    for (std::size_t s = 0; s < streams_.size(); ++s) {
+      if (const cudaError_t e = cudaStreamSynchronize(streams_[s]); e != cudaSuccess) {
+        return cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__)
+            .with_context(str_cat(name_, ", ", to_string(static_cast<StreamKind>(s)), " stream"));
+      }
+    }
+    return resolve_timings();
+  };
+  if (Status s = drain(); !s.ok()) {
+    poison(s.error());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) {
+    Error e = *error_;
+    return e;
+  }
+  return ok_status();
+}
+
+std::vector<exec::TaskTiming> CudaDevice::timeline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timeline_;
+}
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// CudaDevice: one GPU as an exec::Device. One non-blocking cudaStream_t per StreamKind (the
+// all-gather and reduce-scatter streams at priority -1, compute at the default), one cudaEvent_t
+// (DisableTiming) per IR event, and a pair of timing events around every task for the timeline.
+// A task runs on the host at submit time and may only enqueue device work on stream(kind); a
+// task error poisons the device (later tasks, records and waits are skipped; synchronize()
+// returns the first error). Transient buffers come from an Arena on cudaMalloc whose released
+// blocks are fenced by an event recorded on the releasing stream. Thread-safe: one mutex guards
+// the bookkeeping (never held while a task runs, so a task may call fence()).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/exec/arena.h"
+#include "backends/exec/device.h"
+#include "core/base/expected.h"
+
+namespace fsdp::cuda {
+
+// cudaGetDeviceCount, or the error it returned (no driver gives cudaErrorInsufficientDriver or
+// cudaErrorNoDevice) as one line.
+Expected<int> probe_cuda_devices();
+
+// cudaMalloc'd memory of one device. zero() uses cudaMemsetAsync on a private stream and waits
+// for it: the arena hands out a block only after its fence completed, so nothing else touches it
+// and the zeros are visible to every stream once zero() returns. A failed zero is reported
+// through `on_error` (the owning device poisons itself).
+class CudaMemory final : public exec::MemoryResource {
+ public:
+  CudaMemory(int ordinal, std::function<void(const Error&)> on_error);
+  ~CudaMemory() override;
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+  Expected<void*> allocate(std::int64_t bytes) override;
+  void deallocate(void* ptr, std::int64_t bytes) override;
+  void zero(void* ptr, std::int64_t bytes) override;
+
+ private:
+  int ordinal_;
+  std::function<void(const Error&)> on_error_;
+  cudaStream_t zero_stream_ = nullptr;
+};
+
+class CudaDevice final : public exec::Device {
+ public:
+  // Errors (kUnavailable, one line naming `name` and the ordinal): no usable CUDA device (with
+  // cudaGetDeviceCount's message), the ordinal outside [0, count), stream or event creation.
+  static Expected<std::unique_ptr<CudaDevice>> make(int ordinal, std::string name);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  std::string name() const override { return name_; }
+  void submit(StreamKind stream, exec::TaskTag tag, exec::Task task) override;
+  void record(StreamKind stream, std::int32_t event, exec::TaskTag tag) override;
+  void wait(StreamKind stream, std::int32_t event, exec::TaskTag tag) override;
+  Status synchronize() override;
+  void reset_events(std::int32_t num_events) override;
+  void abort(const Error& error) override;
+  exec::Fence fence(StreamKind stream) override;
+  exec::Arena& arena() override { return arena_; }
+  std::int64_t now_ns() const override;
+  std::vector<exec::TaskTiming> timeline() const override;
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<std::size_t>(kind)]; }
+  // Makes this device current on the calling host thread (CUDA's current device is per thread).
+  Status make_current() const;
+  // The first error so far, if any (the device is poisoned).
+  std::optional<Error> error() const;
+
+ private:
+  struct Pending {  // timing events of one task, resolved at synchronize()
+    StreamKind stream;
+    exec::TaskTag tag;
+    cudaEvent_t start;
+    cudaEvent_t end;
+  };
+  CudaDevice(int ordinal, std::string name);
+  Status init();
+  void poison(const Error& error);
+  bool poisoned() const;
+  // Runs `enqueue` between two timing events on `stream`, unless the device is poisoned.
+  void timed(StreamKind stream, exec::TaskTag tag, const std::function<Status()>& enqueue);
+  Expected<cudaEvent_t> timing_event();  // from the pool, or new
+  Status resolve_timings();             // streams idle
+
+  int ordinal_;
+  std::string name_;
+  std::chrono::steady_clock::time_point epoch_host_;
+  CudaMemory memory_;
+  exec::Arena arena_;
+  std::array<cudaStream_t, kNumStreams> streams_{};
+  cudaEvent_t epoch_ = nullptr;
+  mutable std::mutex mu_;
+  std::optional<Error> error_;
+  std::vector<cudaEvent_t> events_;  // IR events, DisableTiming
+  std::vector<char> recorded_;       // record() issued since reset_events
+  std::vector<cudaEvent_t> timing_pool_;
+  std::vector<Pending> pending_;
+  std::vector<exec::TaskTiming> timeline_;
+};
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device kernels. Row reductions (rmsnorm, softmax) use one block per row and a block reduction
+// in double; sums over rows or tokens (rmsnorm's dweight, the embedding's scatter-add) give each
+// column one thread that walks the rows in order, so they are deterministic and follow the host
+// kernels' summation order exactly.
+#include "backends/cuda/cuda_kernels.h"
+
+#include <algorithm>
+
+namespace fsdp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxMembers = 64;  // members per pack/unpack/reduce launch (kernel parameter size)
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluA = 0.044715;
+constexpr double kRmsNormEps = 1e-5;  // backend::kRmsNormEps
+
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(b, 1), 65535));
+}
+
+// Grid-stride loop over [0, n).
+#define FSDP_GRID_LOOP(i, n)                                                          \
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
+       i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+
+__device__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ double warp_max(double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, o));
+  return v;
+}
+// Sum (or max) over the block; every thread gets the result. blockDim.x == kThreads.
+template <bool kMax>
+__device__ double block_reduce(double v) {
+  __shared__ double part[kThreads / 32];
+  __shared__ double result;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double w = lane < kThreads / 32 ? part[lane] : (kMax ? -INFINITY : 0.0);
+    w = kMax ? warp_max(w) : warp_sum(w);
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  const double r = result;
+  __syncthreads();  // part/result may be reused by the next call
+  return r;
+}
+
+__global__ void fill_kernel(float* x, std::int64_t n, float value) {
+  FSDP_GRID_LOOP(i, n) { x[i] = value; }
+}
+__global__ void scale_kernel(float* x, std::int64_t n, double alpha) {
+  FSDP_GRID_LOOP(i, n) { x[i] = static_cast<float>(alpha * x[i]); }
+}
+__global__ void add_kernel(float* y, const float* x, std::int64_t n) {
+  FSDP_GRID_LOOP(i, n) { y[i] = y[i] + x[i]; }
+}
+
+// __fmul_rn/__fadd_rn keep nvcc from contracting into an FMA, which would round differently
+// from the host loop.
+__global__ void accumulate_kernel(float* dst, const float* src, std::int64_t n, float scale,
+                                  bool overwrite) {
+  FSDP_GRID_LOOP(i, n) {
+    const float v = __fmul_rn(scale, src[i]);
+    dst[i] = overwrite ? v : __fadd_rn(dst[i], v);
+  }
+}
+
+struct MemberPtrs {
+  const float* p[kMaxMembers];
+};
+__global__ void reduce_members_kernel(float* out, MemberPtrs ins, int num, bool accumulate,
+                                      std::int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    float acc = accumulate ? out[i] : 0.0F;
+    for (int k = 0; k < num; ++k) acc += ins.p[k][i];
+    out[i] = acc;
+  }
+}
+
+struct CopyPlan {
+  std::int64_t src[kMaxMembers];
+  std::int64_t dst[kMaxMembers];
+  std::int64_t len[kMaxMembers];  // in words
+};
+template <class Word>
+__global__ void copy_plan_kernel(char* dst, const char* src, CopyPlan plan) {
+  const int k = static_cast<int>(blockIdx.y);
+  const Word* s = reinterpret_cast<const Word*>(src + plan.src[k]);
+  Word* d = reinterpret_cast<Word*>(dst + plan.dst[k]);
+  FSDP_GRID_LOOP(i, plan.len[k]) { d[i] = s[i]; }
+}
+
+// One launch per chunk of kMaxMembers; Word = 16 bytes when every offset and length allows it.
+cudaError_t copy_members(bool pack, void* padded, void* packed, const std::int64_t* counts,
+                         int num, std::int64_t slot, cudaStream_t stream) {
+  bool wide = reinterpret_cast<std::uintptr_t>(padded) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(packed) % 16 == 0 && slot % 16 == 0;
+  std::int64_t max_len = 0;
+  for (int k = 0; k < num; ++k) {
+    wide = wide && counts[k] % 16 == 0;
+    max_len = std::max(max_len, counts[k]);
+  }
+  if (max_len == 0) return cudaSuccess;
+  const std::int64_t word = wide ? 16 : 1;
+  std::int64_t packed_off = 0;
+  for (int first = 0; first < num; first += kMaxMembers) {
+    const int chunk = std::min(kMaxMembers, num - first);
+    CopyPlan plan{};
+    for (int c = 0; c < chunk; ++c) {
+      const int k = first + c;
+      const std::int64_t padded_off = static_cast<std::int64_t>(k) * slot;
+      plan.src[c] = pack ? packed_off : padded_off;
+      plan.dst[c] = pack ? padded_off : packed_off;
+      plan.len[c] = counts[k] / word;
+      packed_off += counts[k];
+    }
+    char* dst = static_cast<char*>(pack ? padded : packed);
+    const char* src = static_cast<const char*>(pack ? packed : padded);
+    const dim3 grid(blocks_for(max_len / word), static_cast<unsigned>(chunk));
+    if (wide) {
+      copy_plan_kernel<uint4><<<grid, kThreads, 0, stream>>>(dst, src, plan);
+    } else {
+      copy_plan_kernel<char><<<grid, kThreads, 0, stream>>>(dst, src, plan);
+    }
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+__global__ void embedding_forward_kernel(const std::int32_t* tokens, std::int64_t rows,
+                                         std::int64_t hidden, const float* table, float* out) {
+  FSDP_GRID_LOOP(i, rows * hidden) {
+    const std::int64_t t = i / hidden;
+    const std::int64_t j = i % hidden;
+    out[i] = table[static_cast<std::int64_t>(tokens[t]) * hidden + j];
+  }
+}
+__global__ void embedding_backward_kernel(const std::int32_t* tokens, std::int64_t rows,
+                                          std::int64_t hidden, const float* dout, float* dtable) {
+  FSDP_GRID_LOOP(j, hidden) {
+    for (std::int64_t t = 0; t < rows; ++t) {
+      float* cell = dtable + static_cast<std::int64_t>(tokens[t]) * hidden + j;
+      *cell += dout[t * hidden + j];
+    }
+  }
+}
+
+__global__ void rmsnorm_forward_kernel(std::int64_t dim, const float* x, const float* weight,
+                                       float* inv_rms, float* out) {
+  const std::int64_t t = blockIdx.x;
+  const float* xr = x + t * dim;
+  double sum_sq = 0.0;
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    sum_sq += static_cast<double>(xr[j]) * xr[j];
+  }
+  sum_sq = block_reduce<false>(sum_sq);
+  const float inv = static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(dim) + kRmsNormEps));
+  if (threadIdx.x == 0) inv_rms[t] = inv;
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    out[t * dim + j] = static_cast<float>(static_cast<double>(xr[j]) * inv * weight[j]);
+  }
+}
+__global__ void rmsnorm_backward_dx_kernel(std::int64_t dim, const float* x, const float* weight,
+                                           const float* inv_rms, const float* dout, float* dx) {
+  const std::int64_t t = blockIdx.x;
+  const float* xr = x + t * dim;
+  const float* gr = dout + t * dim;
+  const double inv = inv_rms[t];
+  double dot = 0.0;
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    dot += gr[j] * static_cast<double>(weight[j]) * (xr[j] * inv);
+  }
+  dot = block_reduce<false>(dot);
+  const double mean = dot / static_cast<double>(dim);
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    const double xhat = xr[j] * inv;
+    const double dxhat = gr[j] * static_cast<double>(weight[j]);
+    dx[t * dim + j] = static_cast<float>(inv * (dxhat - xhat * mean));
+  }
+}
+__global__ void rmsnorm_backward_dw_kernel(std::int64_t rows, std::int64_t dim, const float* x,
+                                           const float* inv_rms, const float* dout,
+                                           float* dweight) {
+  FSDP_GRID_LOOP(j, dim) {
+    double dw = 0.0;
+    for (std::int64_t t = 0; t < rows; ++t) {
+      const double xhat = x[t * dim + j] * static_cast<double>(inv_rms[t]);
+      dw += dout[t * dim + j] * xhat;
+    }
+    dweight[j] = static_cast<float>(dw);
+  }
+}
+
+__global__ void gelu_forward_kernel(std::int64_t n, const float* u, float* a) {
+  FSDP_GRID_LOOP(i, n) {
+    const double x = u[i];
+    a[i] = static_cast<float>(0.5 * x * (1.0 + tanh(kGeluC * (x + kGeluA * x * x * x))));
+  }
+}
+__global__ void gelu_backward_kernel(std::int64_t n, const float* u, const float* da, float* du) {
+  FSDP_GRID_LOOP(i, n) {
+    const double x = u[i];
+    const double th = tanh(kGeluC * (x + kGeluA * x * x * x));
+    const double d =
+        0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluC * (1.0 + 3.0 * kGeluA * x * x);
+    du[i] = static_cast<float>(da[i] * d);
+  }
+}
+
+__global__ void softmax_xent_kernel(std::int64_t vocab, const std::int32_t* targets,
+                                    const float* logits, float* probs, double* row_loss) {
+  const std::int64_t t = blockIdx.x;
+  const float* z = logits + t * vocab;
+  double m = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmax(m, static_cast<double>(z[j]));
+  m = block_reduce<true>(m);
+  double sum = 0.0;
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += exp(z[j] - m);
+  sum = block_reduce<false>(sum);
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    probs[t * vocab + j] = static_cast<float>(exp(z[j] - m) / sum);
+  }
+  if (threadIdx.x == 0) row_loss[t] = log(sum) - (z[targets[t]] - m);
+}
+__global__ void softmax_xent_backward_kernel(std::int64_t rows, std::int64_t vocab,
+                                             const std::int32_t* targets, const float* probs,
+                                             float* dlogits) {
+  const double scale = 1.0 / static_cast<double>(rows);
+  FSDP_GRID_LOOP(i, rows * vocab) {
+    const std::int64_t t = i / vocab;
+    const double onehot = (i % vocab) == targets[t] ? 1.0 : 0.0;
+    dlogits[i] = static_cast<float>((probs[i] - onehot) * scale);
+  }
+}
+
+__global__ void optimizer_kernel(OptimizerArgs a, std::int64_t n, float* w, const float* g,
+                                 float* state) {
+  FSDP_GRID_LOOP(i, n) {
+    if (a.kind == 0) {
+      w[i] = static_cast<float>(w[i] - a.lr * g[i]);
+    } else if (a.kind == 1) {
+      state[i] = static_cast<float>(a.momentum * state[i] + g[i]);
+      w[i] = static_cast<float>(w[i] - a.lr * state[i]);
+    } else {
+      const double gi = g[i];
+      float* m = state;
+      float* v = state + n;
+      m[i] = static_cast<float>(a.beta1 * m[i] + (1.0 - a.beta1) * gi);
+      v[i] = static_cast<float>(a.beta2 * v[i] + (1.0 - a.beta2) * gi * gi);
+      const double m_hat = m[i] / a.bias1;
+      const double v_hat = v[i] / a.bias2;
+      w[i] = static_cast<float>(w[i] - a.lr * m_hat / (sqrt(v_hat) + a.eps));
+    }
+  }
+}
+
+}  // namespace
+
+#define FSDP_LAUNCH(n, kernel, ...)                               \
+  do {                                                            \
+    if ((n) <= 0) return cudaSuccess;                             \
+    kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);  \
+    return cudaGetLastError();                                    \
+  } while (false)
+
+#define FSDP_LAUNCH_ROWS(rows, kernel, ...)                                          \
+  do {                                                                               \
+    if ((rows) <= 0) return cudaSuccess;                                             \
+    kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(__VA_ARGS__);        \
+    return cudaGetLastError();                                                       \
+  } while (false)
+
+cudaError_t launch_fill(float* x, std::int64_t n, float value, cudaStream_t stream) {
+  FSDP_LAUNCH(n, fill_kernel, x, n, value);
+}
+cudaError_t launch_scale(float* x, std::int64_t n, double alpha, cudaStream_t stream) {
+  FSDP_LAUNCH(n, scale_kernel, x, n, alpha);
+}
+cudaError_t launch_add(float* y, const float* x, std::int64_t n, cudaStream_t stream) {
+  FSDP_LAUNCH(n, add_kernel, y, x, n);
+}
+
+cudaError_t launch_accumulate(float* dst, const float* src, std::int64_t n, float scale,
+                              bool overwrite, cudaStream_t stream) {
+  FSDP_LAUNCH(n, accumulate_kernel, dst, src, n, scale, overwrite);
+}
+
+cudaError_t launch_reduce_members(float* out, const float* const* ins, int num_members,
+                                  std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (num_members == 0) return launch_fill(out, n, 0.0F, stream);
+  for (int first = 0; first < num_members; first += kMaxMembers) {
+    MemberPtrs p{};
+    const int chunk = std::min(kMaxMembers, num_members - first);
+    for (int c = 0; c < chunk; ++c) p.p[c] = ins[first + c];
+    reduce_members_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, p, chunk, first > 0, n);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_pack_padded(void* padded, const void* packed, const std::int64_t* counts_bytes,
+                               int num_members, std::int64_t slot_bytes, cudaStream_t stream) {
+  return copy_members(/*pack=*/true, padded, const_cast<void*>(packed), counts_bytes, num_members,
+                      slot_bytes, stream);
+}
+cudaError_t launch_unpack_padded(void* packed, const void* padded,
+                                 const std::int64_t* counts_bytes, int num_members,
+                                 std::int64_t slot_bytes, cudaStream_t stream) {
+  return copy_members(/*pack=*/false, const_cast<void*>(padded), packed, counts_bytes,
+                      num_members, slot_bytes, stream);
+}
+
+cudaError_t launch_embedding_forward(const std::int32_t* tokens, std::int64_t rows,
+                                     std::int64_t hidden, const float* table, float* out,
+                                     cudaStream_t stream) {
+  FSDP_LAUNCH(rows * hidden, embedding_forward_kernel, tokens, rows, hidden, table, out);
+}
+cudaError_t launch_embedding_backward(const std::int32_t* tokens, std::int64_t rows,
+                                      std::int64_t vocab, std::int64_t hidden, const float* dout,
+                                      float* dtable, cudaStream_t stream) {
+  if (const cudaError_t e = launch_fill(dtable, vocab * hidden, 0.0F, stream); e != cudaSuccess) {
+    return e;
+  }
+  FSDP_LAUNCH(hidden, embedding_backward_kernel, tokens, rows, hidden, dout, dtable);
+}
+cudaError_t launch_rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
+                                   const float* weight, float* inv_rms, float* out,
+                                   cudaStream_t stream) {
+  FSDP_LAUNCH_ROWS(rows, rmsnorm_forward_kernel, dim, x, weight, inv_rms, out);
+}
+cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
+                                    const float* weight, const float* inv_rms, const float* dout,
+                                    float* dx, float* dweight, cudaStream_t stream) {
+  if (rows > 0) {
+    rmsnorm_backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        dim, x, weight, inv_rms, dout, dx);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  FSDP_LAUNCH(dim, rmsnorm_backward_dw_kernel, rows, dim, x, inv_rms, dout, dweight);
+}
+cudaError_t launch_gelu_forward(std::int64_t n, const float* u, float* a, cudaStream_t stream) {
+  FSDP_LAUNCH(n, gelu_forward_kernel, n, u, a);
+}
+cudaError_t launch_gelu_backward(std::int64_t n, const float* u, const float* da, float* du,
+                                 cudaStream_t stream) {
+  FSDP_LAUNCH(n, gelu_backward_kernel, n, u, da, du);
+}
+cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
+                                         const std::int32_t* targets, const float* logits,
+                                         float* probs, double* row_loss, cudaStream_t stream) {
+  FSDP_LAUNCH_ROWS(rows, softmax_xent_kernel, vocab, targets, logits, probs, row_loss);
+}
+cudaError_t launch_softmax_cross_entropy_backward(std::int64_t rows, std::int64_t vocab,
+                                                  const std::int32_t* targets, const float* probs,
+                                                  float* dlogits, cudaStream_t stream) {
+  FSDP_LAUNCH(rows * vocab, softmax_xent_backward_kernel, rows, vocab, targets, probs, dlogits);
+}
+cudaError_t launch_optimizer_update(const OptimizerArgs& args, std::int64_t n, float* weights,
+                                    const float* grads, float* state, cudaStream_t stream) {
+  FSDP_LAUNCH(n, optimizer_kernel, args, n, weights, grads, state);
+}
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device kernels of the CUDA backend behind host launchers: the decoder's math (the same
+// equations as backends/model/kernels.h, reductions in double, results rounded to fp32 once),
+// the optimizer update (as backend::optimizer_update), elementwise copy/scale/add helpers for the
+// executor, the rank-ordered reduction of the in-process device communicator and the pack/unpack
+// of padded collective transport. Every launcher only enqueues on `stream` and returns the launch
+// status (cudaGetLastError); n = 0 launches nothing. Header kept C++17 for nvcc.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fsdp::cuda {
+
+// --- elementwise ---------------------------------------------------------------------------------
+// x[i] = value.
+cudaError_t launch_fill(float* x, std::int64_t n, float value, cudaStream_t stream);
+// x[i] = alpha * x[i] (alpha in double, result rounded once).
+cudaError_t launch_scale(float* x, std::int64_t n, double alpha, cudaStream_t stream);
+// y[i] = y[i] + x[i] (fp32 add, as the host loops do).
+cudaError_t launch_add(float* y, const float* x, std::int64_t n, cudaStream_t stream);
+// The executor's gradient accumulation, bit for bit (fp32, no fused multiply-add):
+// dst[i] = scale * src[i] when overwrite, else dst[i] += scale * src[i].
+cudaError_t launch_accumulate(float* dst, const float* src, std::int64_t n, float scale,
+                              bool overwrite, cudaStream_t stream);
+
+// --- collectives support -------------------------------------------------------------------------
+// out[j] = ((ins[0][j] + ins[1][j]) + ...) in fp32, members in order (the host in-process
+// reduction's order, so results match it bit for bit); `ins` is a host array of device pointers.
+cudaError_t launch_reduce_members(float* out, const float* const* ins, int num_members,
+                                  std::int64_t n, cudaStream_t stream);
+// Padded transport: slot k of `padded` starts at k * slot_bytes; member k's bytes sit in `packed`
+// at sum_{i<k} counts_bytes[i]. pack copies packed -> padded, unpack padded -> packed. The
+// counts are a host array (passed to the kernel by value, 64 members per launch).
+cudaError_t launch_pack_padded(void* padded, const void* packed, const std::int64_t* counts_bytes,
+                               int num_members, std::int64_t slot_bytes, cudaStream_t stream);
+cudaError_t launch_unpack_padded(void* packed, const void* padded,
+                                 const std::int64_t* counts_bytes, int num_members,
+                                 std::int64_t slot_bytes, cudaStream_t stream);
+
+// --- decoder (see backends/model/kernels.h for each equation) -----------------------------------
+cudaError_t launch_embedding_forward(const std::int32_t* tokens, std::int64_t rows,
+                                     std::int64_t hidden, const float* table, float* out,
+                                     cudaStream_t stream);
+// dtable (vocab x hidden) is overwritten; each column sums its tokens in token order.
+cudaError_t launch_embedding_backward(const std::int32_t* tokens, std::int64_t rows,
+                                      std::int64_t vocab, std::int64_t hidden, const float* dout,
+                                      float* dtable, cudaStream_t stream);
+cudaError_t launch_rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
+                                   const float* weight, float* inv_rms, float* out,
+                                   cudaStream_t stream);
+cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
+                                    const float* weight, const float* inv_rms, const float* dout,
+                                    float* dx, float* dweight, cudaStream_t stream);
+cudaError_t launch_gelu_forward(std::int64_t n, const float* u, float* a, cudaStream_t stream);
+cudaError_t launch_gelu_backward(std::int64_t n, const float* u, const float* da, float* du,
+                                 cudaStream_t stream);
+// probs = softmax(logits) per row; row_loss[t] = log-sum-exp - (z[target] - max), in double (the
+// caller averages the rows in order, as the host kernel does).
+cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
+                                         const std::int32_t* targets, const float* logits,
+                                         float* probs, double* row_loss, cudaStream_t stream);
+cudaError_t launch_softmax_cross_entropy_backward(std::int64_t rows, std::int64_t vocab,
+                                                  const std::int32_t* targets, const float* probs,
+                                                  float* dlogits, cudaStream_t stream);
+
+// --- optimizer (as backend::optimizer_update; 0 = SGD, 1 = SGD momentum, 2 = Adam) -------------
+struct OptimizerArgs {
+  int kind = 0;
+  double lr = 0.0;
+  double momentum = 0.0;
+  double beta1 = 0.0;
+  double beta2 = 0.0;
+  double eps = 0.0;
+  double bias1 = 1.0;  // 1 - beta1^step, computed on the host in double
+  double bias2 = 1.0;
+};
+// state: nothing (SGD), the momentum buffer (n), or exp_avg then exp_avg_sq (2n).
+cudaError_t launch_optimizer_update(const OptimizerArgs& args, std::int64_t n, float* weights,
+                                    const float* grads, float* state, cudaStream_t stream);
+
+}  // namespace fsdp::cuda

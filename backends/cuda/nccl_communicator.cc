@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+// NcclCommunicator. Strategy notes and measurements: ../shared/docs/backend-notes.md §4.2 and
+// docs/design/backends.md "CUDA backend".
+#include "backends/cuda/nccl_communicator.h"
+
+#include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_buffer.h"
+#include "core/base/strings.h"
+
+namespace fsdp::cuda {
+namespace {
+
+std::size_t idx(std::int64_t v) { return static_cast<std::size_t>(v); }
+
+Expected<ncclDataType_t> nccl_reduction_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+      return ncclFloat32;
+    case DType::kBf16:
+      return ncclBfloat16;
+    case DType::kFp16:
+      return ncclFloat16;
+    case DType::kFp8:
+      break;
+  }
+  return Error(ErrorCode::kInvalidArgument,
+               str_cat("nccl reductions support fp32, bf16 and fp16; got ", to_string(dtype)));
+}
+
+// The largest count and whether every count equals it.
+std::pair<std::int64_t, bool> shape_of(std::span<const std::int64_t> counts) {
+  const std::int64_t max = *std::max_element(counts.begin(), counts.end());
+  return {max, std::all_of(counts.begin(), counts.end(), [&](std::int64_t c) { return c == max; })};
+}
+
+std::vector<std::int64_t> scaled(std::span<const std::int64_t> counts, std::int64_t factor) {
+  std::vector<std::int64_t> out(counts.begin(), counts.end());
+  for (std::int64_t& v : out) {
+    v *= factor;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct NcclCommunicator::Comm {
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+};
+
+int nccl_runtime_version() {
+  int v = 0;
+  return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+
+UnevenAllGather resolve_uneven_all_gather(UnevenAllGather requested, int runtime_version) {
+  if (requested != UnevenAllGather::kAuto) {
+    return requested;
+  }
+  return runtime_version >= kNcclAllGatherVVersion ? UnevenAllGather::kGroupedBroadcast
+                                                   : UnevenAllGather::kPadToMax;
+}
+
+Expected<NcclId> make_nccl_id() {
+  ncclUniqueId id;
+  FSDP_NCCL_TRY(nullptr, ncclGetUniqueId(&id));
+  NcclId out;
+  static_assert(sizeof(id.internal) == sizeof(out.bytes));
+  std::memcpy(out.bytes.data(), id.internal, out.bytes.size());
+  return out;
+}
+
+NcclCommunicator::NcclCommunicator(CudaDevice* device, std::string axis_name, int size, int rank,
+                                   UnevenAllGather uneven)
+    : device_(device),
+      axis_name_(std::move(axis_name)),
+      size_(size),
+      rank_(rank),
+      uneven_(uneven),
+      comm_(std::make_unique<Comm>()) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_->comm != nullptr) {
+    (void)device_->make_current();
+    if (comm_->aborted) {
+      return;  // ncclCommAbort already released it
+    }
+    (void)ncclCommDestroy(comm_->comm);
+  }
+}
+
+Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::make(CudaDevice* device,
+                                                                   std::string axis_name,
+                                                                   int size, int rank,
+                                                                   const NcclId& id,
+                                                                   NcclOptions options) {
+  if (device == nullptr || size < 1 || rank < 0 || rank >= size) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("nccl communicator on mesh axis '", axis_name, "': rank ", rank,
+                         " outside [0, ", size, ") or no device"));
+  }
+  const UnevenAllGather uneven =
+      resolve_uneven_all_gather(options.uneven_all_gather, nccl_runtime_version());
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(device, std::move(axis_name), size, rank, uneven));
+  FSDP_RETURN_IF_ERROR(device->make_current());
+  ncclUniqueId uid;
+  std::memcpy(uid.internal, id.bytes.data(), id.bytes.size());
+  const ncclResult_t r = ncclCommInitRank(&c->comm_->comm, size, uid, rank);
+  if (r != ncclSuccess) {
+    return nccl_error(r, nullptr, "ncclCommInitRank", __FILE__, __LINE__)
+        .with_context(str_cat("nccl communicator on mesh axis '", c->axis_name_, "', rank ", rank,
+                              " of ", size, " on ", device->name()));
+  }
+  return c;
+}
+
+void NcclCommunicator::abort() {
+  if (comm_->comm != nullptr && !comm_->aborted) {
+    (void)device_->make_current();
+    (void)ncclCommAbort(comm_->comm);
+    comm_->aborted = true;
+  }
+}
+
+Status NcclCommunicator::check_counts(const char* what,
+                                      std::span<const std::int64_t> counts) const {
+  if (static_cast<std::int64_t>(counts.size()) != size_) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("nccl ", what, " on mesh axis '", axis_name_, "' has ", counts.size(),
+                         " counts; the axis has ", size_, " members"));
+  }
+  for (std::int64_t c : counts) {
+    if (c < 0) {
+      return Error(ErrorCode::kInvalidArgument, str_cat("nccl ", what, " on mesh axis '",
+                                                        axis_name_, "': negative count ", c));
+    }
+  }
+  if (comm_->aborted) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("nccl ", what, " on mesh axis '", axis_name_, "': communicator aborted"));
+  }
+  return ok_status();
+}
+
+Status NcclCommunicator::all_gather_v(StreamKind kind, DType dtype, const void* send,
+                                      std::span<const std::int64_t> counts, void* recv) {
+  FSDP_RETURN_IF_ERROR(check_counts("all-gather", counts));
+  FSDP_RETURN_IF_ERROR(device_->make_current());
+  ncclComm_t comm = comm_->comm;
+  cudaStream_t stream = device_->stream(kind);
+  const std::int64_t es = dtype_bytes(dtype);
+  const auto [max, even] = shape_of(counts);
+  auto* out = static_cast<char*>(recv);
+  if (max == 0) {
+    return ok_status();
+  }
+  if (even) {
+    FSDP_NCCL_TRY(comm, ncclAllGather(send, out, idx(max * es), ncclInt8, comm, stream));
+    return ok_status();
+  }
+  if (uneven_ == UnevenAllGather::kGroupedBroadcast) {
+    FSDP_NCCL_TRY(comm, ncclGroupStart());
+    std::int64_t off = 0;
+    ncclResult_t first = ncclSuccess;
+    for (int k = 0; k < size_; ++k) {
+      const std::int64_t n = counts[idx(k)];
+      if (n > 0 && first == ncclSuccess) {
+        first = ncclBroadcast(k == rank_ ? send : out + off * es, out + off * es, idx(n * es),
+                              ncclInt8, k, comm, stream);
+      }
+      off += n;
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    FSDP_NCCL_TRY(comm, first);
+    FSDP_NCCL_TRY(comm, end);
+    return ok_status();
+  }
+  // Pad to max: this member's shard into its slot, all-gather the slots in place, unpack.
+  FSDP_TRY(DeviceBuffer staging, DeviceBuffer::make(size_ * max * es, stream));
+  char* slot = staging.as<char>() + rank_ * max * es;
+  const std::int64_t mine = counts[idx(rank_)];
+  if (mine > 0) {
+    FSDP_CUDA_TRY(cudaMemcpyAsync(slot, send, idx(mine * es), cudaMemcpyDeviceToDevice, stream));
+  }
+  FSDP_NCCL_TRY(comm, ncclAllGather(slot, staging.data(), idx(max * es), ncclInt8, comm, stream));
+  const std::vector<std::int64_t> bytes = scaled(counts, es);
+  FSDP_CUDA_TRY(launch_unpack_padded(out, staging.data(), bytes.data(), size_, max * es, stream));
+  return ok_status();
+}
+
+Status NcclCommunicator::reduce_scatter_v(StreamKind kind, DType dtype, const void* send,
+                                          std::span<const std::int64_t> counts, void* recv) {
+  FSDP_RETURN_IF_ERROR(check_counts("reduce-scatter", counts));
+  FSDP_TRY(ncclDataType_t type, nccl_reduction_type(dtype));
+  FSDP_RETURN_IF_ERROR(device_->make_current());
+  ncclComm_t comm = comm_->comm;
+  cudaStream_t stream = device_->stream(kind);
+  const std::int64_t es = dtype_bytes(dtype);
+  const auto [max, even] = shape_of(counts);
+  if (max == 0) {
+    return ok_status();
+  }
+  if (even) {
+    FSDP_NCCL_TRY(comm, ncclReduceScatter(send, recv, idx(max), type, ncclSum, comm, stream));
+    return ok_status();
+  }
+  FSDP_TRY(DeviceBuffer padded, DeviceBuffer::make(size_ * max * es, stream));
+  FSDP_TRY(DeviceBuffer reduced, DeviceBuffer::make(max * es, stream));
+  FSDP_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, idx(padded.bytes()), stream));
+  const std::vector<std::int64_t> bytes = scaled(counts, es);
+  FSDP_CUDA_TRY(launch_pack_padded(padded.data(), send, bytes.data(), size_, max * es, stream));
+  FSDP_NCCL_TRY(comm, ncclReduceScatter(padded.data(), reduced.data(), idx(max), type, ncclSum,
+                                        comm, stream));
+  const std::int64_t mine = counts[idx(rank_)];
+  if (mine > 0) {
+    FSDP_CUDA_TRY(cudaMemcpyAsync(recv, reduced.data(), idx(mine * es), cudaMemcpyDeviceToDevice,
+                                  stream));
+  }
+  return ok_status();
+}
+
+Status NcclCommunicator::all_reduce(StreamKind kind, DType dtype, void* buf, std::int64_t count) {
+  if (count < 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("nccl all-reduce on mesh axis '", axis_name_, "': count ", count));
+  }
+  FSDP_TRY(ncclDataType_t type, nccl_reduction_type(dtype));
+  FSDP_RETURN_IF_ERROR(device_->make_current());
+  if (count == 0) {
+    return ok_status();
+  }
+  FSDP_NCCL_TRY(comm_->comm, ncclAllReduce(buf, buf, idx(count), type, ncclSum, comm_->comm,
+                                           device_->stream(kind)));
+  return ok_status();
+}
+
+// --- MPI bootstrap -------------------------------------------------------------------------------
+namespace {
+
+class NcclSet final : public exec::CommunicatorSet {
+ public:
+  explicit NcclSet(std::vector<std::unique_ptr<NcclCommunicator>> comms)
+      : comms_(std::move(comms)) {}
+  std::int64_t num_axes() const override { return static_cast<std::int64_t>(comms_.size()); }
+  exec::Communicator& axis(std::int64_t mesh_axis) override { return *comms_.at(idx(mesh_axis)); }
+  void abort(const Error& /*error*/) override {
+    for (auto& c : comms_) {
+      c->abort();
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<NcclCommunicator>> comms_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_mpi(
+    const DeviceMesh& mesh, CudaDevice* device, NcclOptions options) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised == 0) {
+    return Error(ErrorCode::kFailedPrecondition, "nccl bootstrap over MPI: MPI is not initialised");
+  }
+  int world_rank = 0;
+  int world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != mesh.size()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("nccl bootstrap over MPI: ", world_size, " MPI ranks for a mesh of ",
+                         mesh.size(), " ranks"));
+  }
+  FSDP_TRY(MeshCoordinate coord, mesh.coordinate(world_rank));
+  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+    std::vector<std::int64_t> first = coord.local_ranks;
+    first[idx(a)] = 0;
+    FSDP_TRY(std::int64_t color, mesh.rank_of(first));
+    const int key = static_cast<int>(coord.local_ranks[idx(a)]);
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), key, &sub) != MPI_SUCCESS) {
+      return Error(ErrorCode::kUnavailable,
+                   str_cat("nccl bootstrap over MPI: MPI_Comm_split for mesh axis '",
+                           mesh.axis_name(a), "' failed"));
+    }
+    NcclId id;
+    Status made = ok_status();
+    if (key == 0) {
+      Expected<NcclId> fresh = make_nccl_id();
+      if (fresh.has_value()) {
+        id = *fresh;
+      } else {
+        made = fresh.error();  // still join the broadcast so peers do not hang; they get zeros
+      }
+    }
+    const int bcast = MPI_Bcast(id.bytes.data(), static_cast<int>(id.bytes.size()), MPI_BYTE, 0, sub);
+    MPI_Comm_free(&sub);
+    FSDP_RETURN_IF_ERROR(made);
+    if (bcast != MPI_SUCCESS) {
+      return Error(ErrorCode::kUnavailable, str_cat("nccl bootstrap over MPI: MPI_Bcast of the "
+                                                    "unique id for mesh axis '",
+                                                    mesh.axis_name(a), "' failed"));
+    }
+    FSDP_TRY(std::unique_ptr<NcclCommunicator> c,
+             NcclCommunicator::make(device, mesh.axis_name(a),
+                                    static_cast<int>(mesh.axis_size(a)), key, id, options));
+    comms.push_back(std::move(c));
+  }
+  return std::unique_ptr<exec::CommunicatorSet>(std::make_unique<NcclSet>(std::move(comms)));
+}
+
+}  // namespace fsdp::cuda

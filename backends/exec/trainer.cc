@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// prepare_training / train_rank: the glue between a TrainSpec, the core types and the executor.
+#include "backends/exec/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/base/strings.h"
+#include "core/schedule/schedule_builder.h"
+
+namespace fsdp::exec {
+
+Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
+  if (spec.steps < 1) {
+    return Error(ErrorCode::kInvalidArgument, str_cat("steps is ", spec.steps, "; expected >= 1"));
+  }
+  if (!(spec.timeout_s > 0.0)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("timeout is ", spec.timeout_s, " s; expected > 0"));
+  }
+  FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
+  FSDP_TRY(Model model, backend::decoder_model(spec.model));
+  FSDP_TRY(DeviceMesh mesh, parse_device_mesh(spec.mesh));
+  FsdpOptions options;
+  options.shard_layout = spec.shard_layout;
+  options.block_size = spec.block_size;
+  options.num_microbatches = spec.microbatches;
+  options.grad_scale = spec.grad_scale;
+  options.recompute = spec.recompute;
+  FSDP_TRY(options.mixed_precision,
+           MixedPrecisionPolicy::make(spec.main_params, std::nullopt, spec.compute));
+  FSDP_TRY(options.optimizer, OptimizerPolicy::make(spec.optimizer, DType::kFp32));
+  options.schedule = spec.schedule;
+  FSDP_TRY(FsdpConfig config, make_fsdp_config(spec.strategy, mesh, options, spec.tensor_atomic));
+  Workload workload;
+  workload.seq_len = spec.model.seq_len;
+  workload.micro_batch_size = spec.model.micro_batch_size;
+  FSDP_TRY(Schedule schedule, build_schedule(model, config, workload));
+  backend::ParamValues initial = backend::initial_parameters(spec.model);
+  return TrainSetup{std::move(model), std::move(config), std::move(schedule), std::move(initial)};
+}
+
+Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
+                                Device& device, CommunicatorSet& comms,
+                                const std::function<void(std::int64_t, double)>& on_step) {
+  const std::int64_t world = setup.config.mesh().size();
+  FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
+           backend::HostDecoder::make(spec.model, spec.microbatches, rank, world));
+  if (setup.config.recompute()) {
+    for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
+      decoder->set_recompute(u, true);
+    }
+  }
+  ExecutorOptions options;
+  options.optimizer = spec.optimizer;
+  options.hyper = spec.hyper;
+  FSDP_TRY(std::unique_ptr<Executor> executor,
+           Executor::make(setup.model, setup.config, setup.schedule, rank, setup.initial,
+                          decoder.get(), &device, &comms, options));
+  RankResult result;
+  result.rank = rank;
+  for (std::int64_t step = 0; step < spec.steps; ++step) {
+    FSDP_RETURN_IF_ERROR(executor->run_step(step));
+    result.losses.push_back(executor->last_loss());
+    if (on_step) {
+      on_step(step, executor->last_loss());
+    }
+  }
+  FSDP_TRY(result.final_params, executor->gather_parameters());
+  result.timeline = executor->op_timeline();
+  result.arena_log = device.arena().log();
+  for (int c = 0; c < kNumBufferClasses; ++c) {
+    result.high_water[static_cast<std::size_t>(c)] =
+        device.arena().high_water(static_cast<BufferClass>(c));
+  }
+  return result;
+}
+
+double max_relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) {
+    return INFINITY;
+  }
+  double diff = 0.0;
+  double scale = 1e-30;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+double max_relative_error(const backend::ParamValues& a, const backend::ParamValues& b) {
+  if (a.size() != b.size()) {
+    return INFINITY;
+  }
+  double worst = 0.0;
+  for (std::size_t u = 0; u < a.size(); ++u) {
+    if (a[u].size() != b[u].size()) {
+      return INFINITY;
+    }
+    for (std::size_t p = 0; p < a[u].size(); ++p) {
+      if (a[u][p].size() != b[u][p].size()) {
+        return INFINITY;
+      }
+      std::vector<double> x(a[u][p].begin(), a[u][p].end());
+      std::vector<double> y(b[u][p].begin(), b[u][p].end());
+      worst = std::max(worst, max_relative_error(x, y));
+    }
+  }
+  return worst;
+}
+
+Expected<backend::TrainResult> train_reference(const TrainSpec& spec) {
+  FSDP_TRY(DeviceMesh mesh, parse_device_mesh(spec.mesh));
+  return backend::train_unsharded(spec.model, spec.optimizer, spec.hyper, spec.steps,
+                                  spec.microbatches, mesh.size(), spec.grad_scale);
+}
+
+}  // namespace fsdp::exec

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Training the decoder model (backends/model/decoder.h) with the executor: a TrainSpec names the
+// model size, mesh, strategy, layout, microbatches, prefetch, optimizer and grad_scale;
+// prepare_training validates all of it and builds the Model, FsdpConfig and Schedule before any
+// device memory exists; train_rank runs one rank's steps on a Device with its communicators.
+// Comparison helpers measure sharded against unsharded results (relative error).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/exec/communicator.h"
+#include "backends/exec/device.h"
+#include "backends/exec/executor.h"
+#include "backends/model/decoder.h"
+#include "core/base/expected.h"
+#include "core/mesh/strategy.h"
+#include "core/model/model.h"
+#include "core/policy/fsdp_config.h"
+#include "core/schedule/schedule.h"
+
+namespace fsdp::exec {
+
+struct TrainSpec {
+  backend::DecoderConfig model;
+  std::string mesh = "dp=4";
+  Strategy strategy = Strategy::kZero3;
+  ShardLayout shard_layout = ShardLayout::kPadded;
+  bool tensor_atomic = false;
+  std::int64_t block_size = 1;
+  std::int64_t microbatches = 1;
+  SchedulePolicy schedule;
+  bool recompute = false;
+  DType main_params = DType::kFp32;  // real training needs fp32 (the executor says so otherwise)
+  DType compute = DType::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  backend::OptimizerHyper hyper;
+  double grad_scale = 1.0;
+  std::int64_t steps = 20;
+  double timeout_s = 60.0;  // per collective
+};
+
+// Everything derived from a TrainSpec that every rank shares.
+struct TrainSetup {
+  Model model;
+  FsdpConfig config;
+  Schedule schedule;
+  backend::ParamValues initial;
+};
+
+// Errors (one line each): steps < 1 or timeout <= 0; the decoder config; the mesh text; the
+// strategy on that mesh; the FsdpConfig; the schedule (a layout that rejects a shape stops here,
+// before anything is allocated).
+Expected<TrainSetup> prepare_training(const TrainSpec& spec);
+
+struct RankResult {
+  std::int64_t rank = 0;
+  std::vector<double> losses;          // per step, mean over ranks and microbatches
+  backend::ParamValues final_params;   // gathered after the last step
+  std::vector<OpTiming> timeline;
+  std::vector<ArenaRecord> arena_log;
+  std::array<std::int64_t, kNumBufferClasses> high_water{};
+};
+
+// Runs spec.steps steps of `rank` and gathers the final parameters. on_step(step, loss) is called
+// after each step (may be empty). Errors: the executor's, prefixed with the rank.
+Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
+                                Device& device, CommunicatorSet& comms,
+                                const std::function<void(std::int64_t, double)>& on_step);
+
+// max |a - b| / max(max |b|, tiny) over everything: losses, and every parameter of every unit.
+double max_relative_error(const std::vector<double>& a, const std::vector<double>& b);
+double max_relative_error(const backend::ParamValues& a, const backend::ParamValues& b);
+
+// The unsharded reference for a spec: backend::train_unsharded with the spec's model, optimizer,
+// steps, microbatches, mesh size and grad_scale.
+Expected<backend::TrainResult> train_reference(const TrainSpec& spec);
+
+}  // namespace fsdp::exec

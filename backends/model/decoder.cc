@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+// The decoder's description (validate, decoder_model), its seeded initial weights and its
+// synthetic data. Formulas and the data generator: docs/design/backends.md, "The training model".
+#include "backends/model/decoder.h"
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "backends/model/internal/splitmix.h"
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
+
+namespace fsdp::backend {
+namespace {
+
+// Salts keep the weight, table and sample hash streams apart.
+constexpr std::uint64_t kParamSalt = 0x7061'7261'6d73ULL;   // "params"
+constexpr std::uint64_t kTableSalt = 0x7461'626c'65ULL;     // "table"
+constexpr std::uint64_t kSampleSalt = 0x7361'6d70'6c65ULL;  // "sample"
+// One target in kNoiseOneIn is a uniformly random token instead of the table's successor.
+constexpr std::uint64_t kNoiseOneIn = 8;
+
+constexpr std::int64_t kMaxBlasDim = std::numeric_limits<std::int32_t>::max();
+
+Error invalid(std::string message) {
+  return Error(ErrorCode::kInvalidArgument, str_cat("decoder config: ", message));
+}
+
+// a x b, or an error naming both factors.
+Expected<std::int64_t> product(std::string_view what, std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  if (!checked_mul(a, b, &out)) {
+    return Error(ErrorCode::kOutOfRange,
+                 str_cat("decoder config: ", what, " (", a, " x ", b, ") overflows int64"));
+  }
+  return out;
+}
+
+Expected<Param> fp32_param(std::string name, std::initializer_list<std::int64_t> dims) {
+  FSDP_TRY(Shape shape, Shape::make(dims));
+  return Param::make(std::move(name), shape, DType::kFp32, /*requires_grad=*/true);
+}
+
+Expected<Unit> make_unit(std::string name, std::vector<Expected<Param>> params, UnitFlops flops,
+                         UnitActivations activations) {
+  std::vector<Param> values;
+  for (Expected<Param>& p : params) {
+    if (!p.has_value()) {
+      return p.error().with_context(str_cat("decoder unit '", name, "'"));
+    }
+    values.push_back(std::move(p).value());
+  }
+  return Unit::make(std::move(name), Unit::kNoParent, std::move(values), flops, activations);
+}
+
+// Uniform in [-scale, scale) from the hash of (seed, unit, param, element).
+float init_value(std::uint64_t seed, std::size_t unit, std::size_t param, std::size_t element,
+                 double scale) {
+  const std::uint64_t h = internal::hash_words(seed ^ kParamSalt, unit, param, element);
+  return static_cast<float>((2.0 * internal::unit_interval(h) - 1.0) * scale);
+}
+
+}  // namespace
+
+Status validate(const DecoderConfig& config) {
+  const std::pair<const char*, std::int64_t> sizes[] = {
+      {"vocab", config.vocab},     {"hidden", config.hidden},
+      {"ffn", config.ffn},         {"layers", config.layers},
+      {"seq_len", config.seq_len}, {"micro_batch_size", config.micro_batch_size}};
+  for (const auto& [name, value] : sizes) {
+    if (value < 1) {
+      return invalid(str_cat(name, " must be >= 1, got ", value));
+    }
+    // Token ids are int32 and every matrix dimension goes to BLAS as a 32-bit integer.
+    if (value > kMaxBlasDim) {
+      return invalid(str_cat(name, " must be <= ", kMaxBlasDim, ", got ", value));
+    }
+  }
+  // Unit indices are int32: the embedding, the layers and the head.
+  if (config.layers > kMaxBlasDim - 2) {
+    return invalid(str_cat("layers must be <= ", kMaxBlasDim - 2, ", got ", config.layers));
+  }
+  FSDP_TRY(const std::int64_t tokens, product("tokens per microbatch micro_batch_size x seq_len",
+                                              config.micro_batch_size, config.seq_len));
+  if (tokens > kMaxBlasDim) {
+    return invalid(str_cat("tokens per microbatch (micro_batch_size x seq_len) must be <= ",
+                           kMaxBlasDim, ", got ", tokens));
+  }
+  // Every byte count the model or the kernels form must fit int64 (per-layer bytes, all
+  // parameter bytes, the logits and the ffn activations of a microbatch).
+  FSDP_TRY(const std::int64_t layer_bytes,
+           product("layer bytes 2 x ffn x hidden x 4", config.ffn * config.hidden, 8));
+  FSDP_TRY(const std::int64_t all_layers, product("all layer bytes", config.layers, layer_bytes));
+  FSDP_TRY(const std::int64_t vocab_bytes,
+           product("embedding bytes vocab x hidden x 4", config.vocab * config.hidden, 4));
+  std::int64_t total = 0;
+  if (!checked_add(all_layers, vocab_bytes, &total) || !checked_add(total, vocab_bytes, &total)) {
+    return Error(ErrorCode::kOutOfRange, "decoder config: parameter bytes overflow int64");
+  }
+  FSDP_RETURN_IF_ERROR(product("logit bytes tokens x vocab x 4", tokens, 4 * config.vocab));
+  FSDP_RETURN_IF_ERROR(product("ffn activation bytes tokens x ffn x 16", tokens, 16 * config.ffn));
+  return ok_status();
+}
+
+Expected<Model> decoder_model(const DecoderConfig& config) {
+  FSDP_RETURN_IF_ERROR(validate(config));
+  const std::int64_t v = config.vocab;
+  const std::int64_t h = config.hidden;
+  const std::int64_t f = config.ffn;
+  constexpr std::int64_t kF32 = 4;
+  std::vector<Unit> units;
+  // The embedding keeps nothing: its backward reads the step's token ids, which live all step.
+  FSDP_TRY(Unit embedding, make_unit("embedding", {fp32_param("embedding.weight", {v, h})},
+                                     UnitFlops{}, UnitActivations{}));
+  units.push_back(std::move(embedding));
+  for (std::int64_t i = 0; i < config.layers; ++i) {
+    const std::string p = str_cat("layers.", i);
+    // Kept per token: the input x, 1/rms, the normed input n, u = W1 n and a = gelu(u); with
+    // recomputation only x.
+    const UnitActivations acts{kF32 * (2 * h + 2 * f + 1), kF32 * h};
+    FSDP_TRY(Unit layer,
+             make_unit(p,
+                       {fp32_param(p + ".norm.weight", {h}), fp32_param(p + ".w1.weight", {f, h}),
+                        fp32_param(p + ".w2.weight", {h, f})},
+                       UnitFlops{/*matmul=*/4 * h * f, /*attention_per_seq=*/0}, acts));
+    units.push_back(std::move(layer));
+  }
+  // Kept per token: the input x, 1/rms, the normed input n and the softmax probabilities.
+  FSDP_TRY(Unit head,
+           make_unit("head",
+                     {fp32_param("head.norm.weight", {h}), fp32_param("head.out.weight", {v, h})},
+                     UnitFlops{/*matmul=*/2 * h * v, /*attention_per_seq=*/0},
+                     UnitActivations{kF32 * (2 * h + v + 1), kF32 * h}));
+  units.push_back(std::move(head));
+  return Model::make("decoder", std::move(units));
+}
+
+ParamValues initial_parameters(const DecoderConfig& config) {
+  const Expected<Model> model = decoder_model(config);
+  FSDP_CHECK(model.has_value()) << "initial_parameters of an invalid config: "
+                                << model.error().message();
+  const double h = static_cast<double>(config.hidden);
+  const double f = static_cast<double>(config.ffn);
+  ParamValues values;
+  for (std::size_t u = 0; u < model->units().size(); ++u) {
+    const Unit& unit = model->units()[u];
+    auto& unit_values = values.emplace_back();
+    for (std::size_t p = 0; p < unit.params().size(); ++p) {
+      const Param& param = unit.params()[p];
+      auto& data = unit_values.emplace_back(static_cast<std::size_t>(param.numel()));
+      if (param.shape().ndim() == 1) {  // norm weights start at 1
+        std::fill(data.begin(), data.end(), 1.0F);
+        continue;
+      }
+      // Embedding rows uniform in [-1, 1); a matrix applied to an input of width `fan_in`
+      // uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)).
+      const bool is_w2 = param.name().ends_with(".w2.weight");
+      const double scale = u == 0 ? 1.0 : 1.0 / std::sqrt(is_w2 ? f : h);
+      for (std::size_t e = 0; e < data.size(); ++e) {
+        data[e] = init_value(config.seed, u, p, e, scale);
+      }
+    }
+  }
+  return values;
+}
+
+std::int64_t global_sample_index(const DecoderConfig& config, std::int64_t num_microbatches,
+                                 std::int64_t data_world, std::int64_t step, std::int64_t mb,
+                                 std::int64_t data_rank, std::int64_t i) {
+  FSDP_CHECK(step >= 0 && mb >= 0 && mb < num_microbatches && data_rank >= 0 &&
+             data_rank < data_world && i >= 0 && i < config.micro_batch_size)
+      << "global_sample_index(step=" << step << ", mb=" << mb << " of " << num_microbatches
+      << ", rank=" << data_rank << " of " << data_world << ", i=" << i << ")";
+  // A step's global batch is rank-major: rank r holds a contiguous block of it.
+  return ((step * data_world + data_rank) * num_microbatches + mb) * config.micro_batch_size + i;
+}
+
+std::vector<std::int32_t> sample_tokens(const DecoderConfig& config, std::int64_t global_sample) {
+  FSDP_CHECK(global_sample >= 0) << "sample_tokens of sample " << global_sample;
+  const auto vocab = static_cast<std::uint64_t>(config.vocab);
+  const auto gs = static_cast<std::uint64_t>(global_sample);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(config.seq_len + 1));
+  tokens[0] =
+      static_cast<std::int32_t>(internal::hash_words(config.seed ^ kSampleSalt, gs, 0) % vocab);
+  for (std::size_t j = 1; j < tokens.size(); ++j) {
+    const std::uint64_t r = internal::hash_words(config.seed ^ kSampleSalt, gs, j);
+    if (r % kNoiseOneIn == 0) {
+      tokens[j] = static_cast<std::int32_t>((r >> 8U) % vocab);
+    } else {  // the fixed successor of the previous token: what the model can learn
+      const auto prev = static_cast<std::uint64_t>(tokens[j - 1]);
+      tokens[j] =
+          static_cast<std::int32_t>(internal::hash_words(config.seed ^ kTableSalt, prev) % vocab);
+    }
+  }
+  return tokens;
+}
+
+}  // namespace fsdp::backend

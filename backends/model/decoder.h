@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+// The small decoder model the real backends train (issue 6): an embedding, `layers` blocks of
+// x + W2 · gelu(W1 · rmsnorm(x)) (per token), a final rmsnorm and a linear head with
+// cross-entropy on synthetic tokens. Everything is fp32 and deterministic from a seed.
+//
+// Contract shared by the executor (backends/exec) and the kernels:
+// * decoder_model() describes it as an fsdp::Model whose units are root-level siblings in forward
+//   order: "embedding", "layers.0" .. "layers.{L-1}", "head"; every parameter fp32, trainable.
+//   The schedule IR is built from that Model, so the executor finds a unit's parameters in the
+//   unit's layout in Model order.
+// * A rank with data_rank r of data_world W trains, in microbatch mb of step s, on the samples
+//   global_sample_index(config, s, mb, r, i) for i in [0, micro_batch_size).
+// * Parameters (row-major, docs/design/backends.md "The training model"): "embedding" has
+//   embedding.weight [vocab, hidden]; "layers.i" has layers.i.norm.weight [hidden],
+//   layers.i.w1.weight [ffn, hidden], layers.i.w2.weight [hidden, ffn]; "head" has
+//   head.norm.weight [hidden], head.out.weight [vocab, hidden].
+// * The local loss of (rank, microbatch) is the mean token cross-entropy of that microbatch.
+//   Backward writes d(local loss)/d(param) (no other scaling). FSDP then sums microbatches,
+//   averages ranks and multiplies by grad_scale: g = grad_scale / W · Σ_r Σ_mb ∇L(r, mb).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/base/expected.h"
+#include "core/model/model.h"
+#include "core/policy/optimizer_policy.h"
+
+namespace fsdp::backend {
+
+struct DecoderConfig {
+  std::int64_t vocab = 64;
+  std::int64_t hidden = 32;
+  std::int64_t ffn = 64;
+  std::int64_t layers = 2;
+  std::int64_t seq_len = 16;          // tokens per sample (targets are the next tokens)
+  std::int64_t micro_batch_size = 2;  // samples per microbatch per rank
+  std::uint64_t seed = 1;
+};
+
+// Errors (kInvalidArgument, one line naming the field, expected and actual): any size < 1,
+// sizes whose products overflow int64.
+Status validate(const DecoderConfig& config);
+
+// The Model the schedule IR is built from (see the contract above).
+Expected<Model> decoder_model(const DecoderConfig& config);
+
+// Initial parameter values, deterministic from config.seed: [unit][param] -> numel values, in
+// decoder_model()'s order.
+using ParamValues = std::vector<std::vector<std::vector<float>>>;
+ParamValues initial_parameters(const DecoderConfig& config);
+
+// Global index of sample i of microbatch mb of step `step` on data rank r of W.
+std::int64_t global_sample_index(const DecoderConfig& config, std::int64_t num_microbatches,
+                                 std::int64_t data_world, std::int64_t step, std::int64_t mb,
+                                 std::int64_t data_rank, std::int64_t i);
+
+// seq_len + 1 token ids in [0, vocab) of one sample (inputs are [0, seq_len), targets [1, ...]).
+std::vector<std::int32_t> sample_tokens(const DecoderConfig& config, std::int64_t global_sample);
+
+// Per-rank kernels on host memory (BLAS matmuls). Keeps the activations each unit's backward
+// needs, per microbatch, between forward and backward. Not thread-safe: one compute stream calls it.
+class HostDecoder {
+ public:
+  static Expected<std::unique_ptr<HostDecoder>> make(const DecoderConfig& config,
+                                                     std::int64_t num_microbatches,
+                                                     std::int64_t data_rank,
+                                                     std::int64_t data_world);
+  virtual ~HostDecoder() = default;
+
+  // Selects the samples of `step` and clears the step's losses.
+  virtual void begin_step(std::int64_t step) = 0;
+  // params[p]: the unit's parameter p (Model order), numel contiguous fp32 values.
+  virtual void forward(std::int32_t unit, std::int32_t mb,
+                       std::span<const float* const> params) = 0;
+  // Recomputation inside backward (activation checkpointing): same result as forward.
+  virtual void recompute(std::int32_t unit, std::int32_t mb,
+                         std::span<const float* const> params) = 0;
+  // grads[p] is overwritten with d(local loss of mb)/d(param p). Releases mb's activations of
+  // the unit.
+  virtual void backward(std::int32_t unit, std::int32_t mb, std::span<const float* const> params,
+                        std::span<float* const> grads) = 0;
+  // Mean over this step's microbatches of the local loss (valid once the head ran forward on
+  // every microbatch of the step).
+  virtual double step_loss() const = 0;
+
+  // Added by the kernels (h4). Activation checkpointing of `unit`: when on, forward keeps only the
+  // unit's input and backward recomputes the rest unless recompute() already did. The results
+  // are bit-identical either way. Default off; this base class ignores it.
+  virtual void set_recompute(std::int32_t /*unit*/, bool /*on*/) {}
+  // Bytes of activations kept right now for later backward passes (all units and microbatches;
+  // the step's token ids are not counted). Per token of a microbatch this is what
+  // decoder_model() reports as the units' activations. This base class keeps none.
+  virtual std::int64_t activation_bytes() const { return 0; }
+};
+
+// Optimizer hyper-parameters (elementwise optimizers, so a shard updates exactly like the
+// corresponding slice of the unsharded tensor).
+struct OptimizerHyper {
+  double lr = 1e-2;
+  double momentum = 0.9;  // SGD with momentum
+  double beta1 = 0.9;     // Adam
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+// One update of `weights` by `grads` (both n values). `state` holds num_states() x n values
+// (Adam: exp_avg then exp_avg_sq; SGD momentum: the momentum buffer), zero before the first
+// step; `step` is 1-based (Adam's bias correction).
+void optimizer_update(OptimizerKind kind, const OptimizerHyper& hyper, std::int64_t step,
+                      std::span<float> weights, std::span<const float> grads,
+                      std::span<float> state);
+
+// Unsharded reference: one process holding every parameter trains `steps` steps on the samples
+// of all data_world ranks with the FSDP gradient rule above.
+struct TrainResult {
+  std::vector<double> losses;  // per step: mean over ranks and microbatches of the local loss
+  ParamValues final_params;
+};
+Expected<TrainResult> train_unsharded(const DecoderConfig& config, OptimizerKind optimizer,
+                                      const OptimizerHyper& hyper, std::int64_t steps,
+                                      std::int64_t num_microbatches, std::int64_t data_world,
+                                      double grad_scale);
+
+}  // namespace fsdp::backend

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim commbench`: under mpirun, the CPU backend's all-gather and reduce-scatter bus bandwidth
+// per message size next to a plain MPI loop of the same size (backends/cpu/comm_bench.h).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/comm_bench.h"
+#include "cli/command.h"
+#include "cli/subcommands.h"
+#include "core/base/strings.h"
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+namespace {
+
+constexpr std::string_view kUsage = "commbench [--sizes LIST] [--iters N]  (under mpirun)";
+
+constexpr std::string_view kDescription =
+    "Measures, per total message size, the bus bandwidth ((n-1)/n x bytes / time, as nccl-tests)\n"
+    "of all-gather and reduce-scatter issued through the CPU backend (a device stream task\n"
+    "calling the MPI communicator, as the executor does) next to a plain MPI_Allgatherv /\n"
+    "MPI_Reduce_scatter loop, and the wrapper's overhead. Needs mpirun.\n\n"
+    "example:\n"
+    "  mpirun -np 4 fsdpsim commbench --sizes 1MiB,16MiB --iters 20";
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out(1);
+  for (char c : text) {
+    if (c == ',') {
+      out.emplace_back();
+    } else if (c != ' ') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// "16MiB", "64KiB", "4096": bytes.
+Expected<std::vector<std::int64_t>> parse_sizes(const std::string& text) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_commas(text)) {
+    std::size_t end = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(item, &end);
+    } catch (...) {
+      end = 0;
+    }
+    const std::string unit = item.substr(end);
+    const std::int64_t mult = unit.empty() ? 1 : unit == "KiB" ? 1024 : unit == "MiB" ? 1 << 20 : 0;
+    if (end == 0 || mult == 0 || v <= 0) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("--sizes item '", item, "' is not a positive size like 4096, 64KiB or 16MiB"));
+    }
+    out.push_back(v * mult);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_commbench_command(std::span<const std::string> args, Io& io) {
+  po::options_description desc("options");
+  std::string sizes_text = "1MiB,16MiB";
+  std::int64_t iters = 20;
+  double timeout = 120.0;
+  desc.add_options()
+      ("sizes", po::value(&sizes_text)->default_value("1MiB,16MiB"),
+       "total bytes per collective, comma-separated (KiB, MiB suffixes)")
+      ("iters", po::value(&iters)->default_value(20), "timed calls per size and kind")
+      ("timeout", po::value(&timeout)->default_value(120.0), "seconds a collective may take");
+  po::variables_map vm;
+  if (auto done = parse_command_line("commbench", kUsage, kDescription, desc, args, vm, io)) {
+    return *done;
+  }
+  auto sizes = parse_sizes(sizes_text);
+  if (!sizes) {
+    return report_error(io, sizes.error());
+  }
+  if (!cpu::launched_by_mpi()) {
+    return report_error(io, Error(ErrorCode::kFailedPrecondition,
+                                  "commbench needs mpirun (e.g. mpirun -np 4 fsdpsim commbench)"));
+  }
+  auto session = cpu::MpiSession::init();
+  if (!session) {
+    return report_error(io, session.error());
+  }
+  auto rows = cpu::bench_collectives(**session, *sizes, iters, timeout);
+  if (!rows) {
+    return report_error(io, rows.error());
+  }
+  if ((*session)->rank() == 0) {
+    io.out << "ranks " << (*session)->size() << ", " << iters << " calls per row\n";
+    io.out << "kind            bytes      backend_ms  backend_GB/s  plain_ms  plain_GB/s  overhead\n";
+    for (const cpu::CommBenchRow& r : *rows) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%-14s %10lld  %10.3f  %12.3f  %8.3f  %10.3f  %+7.1f%%\n",
+                    std::string(to_string(r.kind)).c_str(),
+                    static_cast<long long>(r.total_bytes), r.backend_seconds * 1e3,
+                    r.backend_busbw_gbps, r.plain_seconds * 1e3, r.plain_busbw_gbps,
+                    (r.backend_seconds / r.plain_seconds - 1.0) * 100.0);
+      io.out << line;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace fsdp::cli

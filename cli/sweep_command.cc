@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim sweep`: simulates every configuration of a search space (meshes, strategies, layouts,
+// microbatch counts, prefetch policies, stream modes) for one model and cluster on a thread pool
+// and prints them with the Pareto front of speed vs peak memory. Under mpirun the configurations
+// are dealt round-robin over the MPI ranks and gathered on rank 0, which alone prints.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <streambuf>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/mpi_session.h"
+#include "cli/run_options.h"
+#include "cli/subcommands.h"
+#include "cli/sweep.h"
+#include "core/base/strings.h"
+#include "core/model/model.h"
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+namespace {
+
+constexpr std::string_view kUsage =
+    "sweep [--model M] [--hardware H] [--nodes N | --ranks N] [--strategies LIST]\n"
+    "         [--dp-inner LIST] [--layouts LIST] [--microbatches LIST] [--prefetch LIST]\n"
+    "         [--streams LIST] [--jobs N] [--format text|json]";
+
+constexpr std::string_view kDescription =
+    "Simulates one optimizer step (as `fsdpsim simulate` does) for every combination of the\n"
+    "listed strategies, meshes (dp=N for noshard/zero*, every dp_outer x dp_inner split for\n"
+    "hsdp/hfsdp), shard layouts (unpadded only on 1-axis sharded meshes), microbatch counts,\n"
+    "prefetch depths and stream modes, then marks the Pareto front: the configurations that\n"
+    "fit the device and that no other fitting one beats in both time per microbatch and peak\n"
+    "memory. Lists are comma-separated. Runs on --jobs threads; under mpirun the configurations\n"
+    "are spread over all MPI ranks and rank 0 prints the one table.\n\n"
+    "examples:\n"
+    "  fsdpsim sweep --model llama-3-8b --nodes 2 --microbatches 4 --prefetch 0,1,2\n"
+    "  fsdpsim sweep --strategies zero3,hsdp --dp-inner 8 --format json\n"
+    "  mpirun -np 4 fsdpsim sweep --model llama-3-70b --nodes 16 --recompute";
+
+constexpr std::int64_t kMaxConfigurations = 1'000'000;
+constexpr std::int64_t kMaxMicrobatches = 1'000'000;
+
+// Discards everything: the output of ranks other than 0.
+class NullBuffer : public std::streambuf {
+ protected:
+  int_type overflow(int_type ch) override { return traits_type::not_eof(ch); }
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', begin);
+    items.emplace_back(trim(std::string_view(text).substr(
+        begin, comma == std::string::npos ? std::string::npos : comma - begin)));
+    if (comma == std::string::npos) {
+      return items;
+    }
+    begin = comma + 1;
+  }
+}
+
+// Parses each item of an option's list with `parse`, dropping repeats; errors name the option.
+template <class T, class Parse>
+Expected<std::vector<T>> parse_list(std::string_view option, const std::string& text,
+                                    Parse parse) {
+  std::vector<T> values;
+  for (const std::string& item : split_list(text)) {
+    if (item.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("--", option, " '", text, "' has an empty item; expected a "
+                           "comma-separated list"));
+    }
+    Expected<T> value = parse(item);
+    if (!value) {
+      return value.error().with_context(str_cat("--", option));
+    }
+    if (std::find(values.begin(), values.end(), *value) == values.end()) {
+      values.push_back(*value);
+    }
+  }
+  return values;
+}
+
+Expected<std::int64_t> parse_count(std::string_view option, const std::string& item,
+                                   std::int64_t max) {
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stoll(item, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != item.size() || v < 1 || v > max) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(option, " '", item, "': expected an integer in [1, ", max, "]"));
+  }
+  return v;
+}
+
+void draw_progress(std::ostream& err, std::int64_t done, std::int64_t total) {
+  constexpr int kWidth = 40;
+  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+  err << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
+      << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] " << done << "/"
+      << total << " configurations" << (done == total ? "\n" : "") << std::flush;
+}
+
+struct SweepArgs {
+  std::string hardware = "h100";
+  std::int64_t nodes = 2;
+  std::int64_t ranks = 0;
+  std::string strategies = "noshard,zero1,zero2,zero3,hsdp,hfsdp";
+  std::string dp_inner;
+  std::string layouts = "padded,unpadded";
+  std::string microbatches = "1,4,8";
+  std::string prefetch = "0,1,2";
+  std::string streams = "separate,unified";
+  int jobs = 0;
+  std::string format = "text";
+  std::string sort = "time";
+  bool front_only = false;
+};
+
+// Everything except the MPI agreement: options into a space and a base. Returns an exit code
+// on failure (after printing the one-line error).
+struct Prepared {
+  SweepSpace space;
+  std::optional<SweepBase> base;  // set when prepare succeeds
+  SweepSort sort = SweepSort::kTime;
+};
+
+std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Prepared* p) {
+  auto usage = [&](const std::string& message) {
+    return report_usage_error(io, "sweep", message);
+  };
+  if (a.format != "text" && a.format != "json") {
+    return usage(str_cat("--format is '", a.format, "'; expected text or json"));
+  }
+  if (a.sort != "time" && a.sort != "memory" && a.sort != "config") {
+    return usage(str_cat("--sort is '", a.sort, "'; expected time, memory or config"));
+  }
+  p->sort = a.sort == "time" ? SweepSort::kTime
+            : a.sort == "memory" ? SweepSort::kMemory : SweepSort::kConfig;
+  if (a.jobs < 0) {
+    return usage(str_cat("--jobs is ", a.jobs, "; expected >= 1 (0: one per core)"));
+  }
+  if (a.nodes < 1) {
+    return usage(str_cat("--nodes is ", a.nodes, "; expected >= 1"));
+  }
+  if (a.ranks < 0) {
+    return usage(str_cat("--ranks is ", a.ranks, "; expected >= 1"));
+  }
+  auto hardware = load_hardware_argument(a.hardware);
+  if (!hardware) {
+    return report_error(io, hardware.error().with_context("--hardware"));
+  }
+  p->space.ranks = a.ranks > 0 ? a.ranks : a.nodes * hardware->devices_per_node();
+  if (p->space.ranks > (std::int64_t{1} << 30)) {
+    return report_error(io, Error(ErrorCode::kInvalidArgument,
+                                  str_cat("the sweep has ", p->space.ranks,
+                                          " ranks; expected at most 2^30")));
+  }
+  auto strategies = parse_list<Strategy>("strategies", a.strategies, parse_strategy);
+  auto layouts = parse_list<ShardLayout>("layouts", a.layouts, parse_shard_layout);
+  auto microbatches = parse_list<std::int64_t>("microbatches", a.microbatches,
+                                               [](const std::string& s) {
+                                                 return parse_count("microbatch count", s,
+                                                                    kMaxMicrobatches);
+                                               });
+  auto inner = a.dp_inner.empty()
+                   ? Expected<std::vector<std::int64_t>>(std::vector<std::int64_t>{})
+                   : parse_list<std::int64_t>("dp-inner", a.dp_inner, [&](const std::string& s)
+                                                  -> Expected<std::int64_t> {
+                       FSDP_TRY(std::int64_t v, parse_count("inner size", s, p->space.ranks));
+                       if (p->space.ranks % v != 0) {
+                         return Error(ErrorCode::kInvalidArgument,
+                                      str_cat("inner size ", v, " does not divide the ",
+                                              p->space.ranks, " ranks"));
+                       }
+                       return v;
+                     });
+  auto prefetch = parse_list<std::string>("prefetch", a.prefetch, parse_sweep_prefetch);
+  auto streams = parse_list<bool>("streams", a.streams,
+                                  [](const std::string& s) -> Expected<bool> {
+                                    if (s == "separate" || s == "unified") {
+                                      return s == "unified";
+                                    }
+                                    return Error(ErrorCode::kInvalidArgument,
+                                                 str_cat("'", s, "': expected separate or "
+                                                         "unified"));
+                                  });
+  for (const Error* e : {strategies ? nullptr : &strategies.error(),
+                         layouts ? nullptr : &layouts.error(),
+                         microbatches ? nullptr : &microbatches.error(),
+                         inner ? nullptr : &inner.error(),
+                         prefetch ? nullptr : &prefetch.error(),
+                         streams ? nullptr : &streams.error()}) {
+    if (e != nullptr) {
+      return report_error(io, *e);
+    }
+  }
+  p->space.strategies = *strategies;
+  p->space.layouts = *layouts;
+  p->space.microbatches = *microbatches;
+  p->space.inner_sizes = *inner;
+  p->space.prefetch = *prefetch;
+  p->space.unified_streams = *streams;
+  auto workload = make_workload(run);
+  if (!workload) {
+    return report_error(io, workload.error());
+  }
+  auto model = load_model_argument(run.model);
+  if (!model) {
+    return report_error(io, model.error().with_context("--model"));
+  }
+  p->base = SweepBase{std::move(*model), *hardware, run, sim::SimOptions{}};
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_sweep_command(std::span<const std::string> args, Io& io) {
+  auto session = MpiSession::get();
+  if (!session) {
+    return report_error(io, session.error());
+  }
+  const MpiSession& mpi = **session;
+  // Every rank parses and validates the same arguments; only rank 0 speaks.
+  NullBuffer null_buffer;
+  std::ostream null_stream(&null_buffer);
+  Io quiet{null_stream, null_stream, false, false};
+  Io& out = mpi.is_root() ? io : quiet;
+
+  po::options_description desc("options");
+  SweepArgs a;
+  RunOptions run;
+  desc.add_options()
+      ("model", po::value(&run.model)->default_value(run.model),
+       "preset name (fsdpsim model --list) or a hub config.json / fsdpsim model JSON file")
+      ("hardware", po::value(&a.hardware)->default_value(a.hardware),
+       "a preset (fsdpsim hardware lists them) or a hardware JSON file")
+      ("nodes", po::value(&a.nodes)->default_value(a.nodes),
+       "nodes of the hardware; ranks = nodes x devices per node")
+      ("ranks", po::value(&a.ranks), "total ranks instead of whole nodes")
+      ("strategies", po::value(&a.strategies)->default_value(a.strategies),
+       "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp, comma-separated")
+      ("dp-inner", po::value(&a.dp_inner),
+       "inner sizes of hsdp/hfsdp meshes, e.g. 8 (default: every divisor of the rank count)")
+      ("layouts", po::value(&a.layouts)->default_value(a.layouts), "padded | unpadded")
+      ("microbatches", po::value(&a.microbatches)->default_value(a.microbatches),
+       "microbatch counts per optimizer step")
+      ("prefetch", po::value(&a.prefetch)->default_value(a.prefetch),
+       "prefetch depths (0 = none, K = next K units) or policies none | next(K) | budget(E)")
+      ("streams", po::value(&a.streams)->default_value(a.streams),
+       "separate (all-gather and reduce-scatter streams) | unified (one communication stream)")
+      ("seq-len", po::value(&run.seq_len)->default_value(run.seq_len), "tokens per sequence")
+      ("micro-batch-size", po::value(&run.micro_batch_size)->default_value(run.micro_batch_size),
+       "sequences per microbatch per rank")
+      ("recompute", po::bool_switch(&run.recompute), "activation recomputation in every unit")
+      ("optimizer", po::value(&run.optimizer)->default_value(run.optimizer),
+       "sgd | sgd-momentum | adam")
+      ("main-params", po::value(&run.main_params)->default_value(run.main_params),
+       "main weight dtype: fp32 | bf16 | fp16")
+      ("max-inflight-all-gathers", po::value(&run.max_inflight)->default_value(run.max_inflight),
+       "cap on units holding gathered weights, 0 = unlimited")
+      ("jobs,j", po::value(&a.jobs)->default_value(0),
+       "threads per process (0: one per core)")
+      ("format", po::value(&a.format)->default_value(a.format), "text | json")
+      ("sort", po::value(&a.sort)->default_value(a.sort),
+       "text rows by time (per microbatch) | memory | config (enumeration order)")
+      ("front-only", po::bool_switch(&a.front_only), "text: list the Pareto front only");
+  po::variables_map vm;
+  if (auto done = parse_command_line("sweep", kUsage, kDescription, desc, args, vm, out)) {
+    return *done;
+  }
+  Prepared p;
+  const std::optional<int> failed = prepare(a, run, out, &p);
+  // A rank that cannot read the model or hardware file must not leave the others waiting.
+  auto all_ok = mpi.all_true(!failed.has_value());
+  if (!all_ok) {
+    return report_error(out, all_ok.error());
+  }
+  if (failed) {
+    return *failed;
+  }
+  if (!*all_ok) {
+    return report_error(out, Error(ErrorCode::kUnavailable,
+                                   "another MPI rank could not set up the sweep"));
+  }
+  const std::vector<SweepPoint> points = enumerate_sweep(p.space);
+  if (points.empty()) {
+    return report_error(out, Error(ErrorCode::kInvalidArgument,
+                                   str_cat("the sweep has no configuration: no mesh of ",
+                                           p.space.ranks, " ranks suits the strategies '",
+                                           a.strategies, "'")));
+  }
+  if (static_cast<std::int64_t>(points.size()) > kMaxConfigurations) {
+    return report_error(out, Error(ErrorCode::kInvalidArgument,
+                                   str_cat("the sweep has ", points.size(),
+                                           " configurations; expected at most ",
+                                           kMaxConfigurations, " (restrict a list)")));
+  }
+  std::vector<std::int64_t> mine;
+  for (std::int64_t i = mpi.rank(); i < static_cast<std::int64_t>(points.size());
+       i += mpi.size()) {
+    mine.push_back(i);
+  }
+  const int jobs =
+      a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::function<void(std::int64_t, std::int64_t)> progress;
+  if (mpi.is_root() && io.err_is_terminal) {
+    progress = [&io](std::int64_t done, std::int64_t total) { draw_progress(io.err, done, total); };
+  }
+  std::vector<SweepOutcome> local = run_sweep_points(*p.base, points, mine, jobs, progress);
+
+  nlohmann::json local_json = nlohmann::json::array();
+  for (const SweepOutcome& o : local) {
+    local_json.push_back(outcome_to_json(o));
+  }
+  auto gathered = mpi.gather_to_root(local_json.dump());
+  if (!gathered) {
+    return report_error(out, gathered.error());
+  }
+  if (!mpi.is_root()) {
+    return kExitOk;
+  }
+  std::vector<SweepOutcome> outcomes(points.size());
+  std::vector<bool> seen(points.size(), false);
+  for (const std::string& part : *gathered) {
+    const auto parsed = nlohmann::json::parse(part, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_array()) {
+      return report_error(out, Error(ErrorCode::kInternal, "a rank sent malformed results"));
+    }
+    for (const nlohmann::json& j : parsed) {
+      auto o = outcome_from_json(j);
+      if (!o) {
+        return report_error(out, o.error());
+      }
+      if (o->index < 0 || o->index >= static_cast<std::int64_t>(points.size())) {
+        return report_error(out, Error(ErrorCode::kInternal,
+                                       str_cat("a rank sent configuration ", o->index,
+                                               " of ", points.size())));
+      }
+      seen[static_cast<std::size_t>(o->index)] = true;
+      outcomes[static_cast<std::size_t>(o->index)] = std::move(*o);
+    }
+  }
+  if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    return report_error(out, Error(ErrorCode::kInternal, "some configurations have no result"));
+  }
+  mark_pareto_front(points, outcomes);
+  const SweepReport report{run.model,        &p.base->hardware, p.space.ranks,
+                           run.seq_len * run.micro_batch_size, &points, &outcomes};
+  if (a.format == "json") {
+    io.out << sweep_to_json(report).dump(2) << "\n";
+  } else {
+    io.out << render_sweep_text(report, p.sort, a.front_only);
+  }
+  return kExitOk;
+}
+
+}  // namespace fsdp::cli

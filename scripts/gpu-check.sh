@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One prepared check of the CUDA backend on a lent GPU machine: finds NCCL (the CUDA toolkit, then
+# $NCCL_HOME, then the pip wheel nvidia-nccl-cu13), configures RelWithDebInfo with FSDP_CUDA=ON and
+# tests on (no sanitizers: ASan and the CUDA driver do not mix), builds fsdp_cuda_tests, runs the
+# cases labelled gpu and cuda and prints a summary. Fails on any failed case, and on any skipped
+# gpu case when nvidia-smi sees a GPU (a skip there means the test did not test anything).
+#   usage: scripts/gpu-check.sh [build-dir]          (default build/gpu-check)
+#   FSDP_GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh DIR  runs DIR/bin/fsdp_cuda_tests without building
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build/gpu-check}"
+jobs="$(nproc 2>/dev/null || echo 2)"
+log="$(mktemp -d)"
+
+echo "== gpu-check: $(date -u +%FT%TZ) on $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
+  echo "nvidia-smi: no GPU visible"
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+command -v nvcc >/dev/null && nvcc --version | tail -1
+
+# NCCL: prefer the toolkit's; otherwise a pip wheel (lib/libnccl.so.2 without the .so link).
+nccl_args=()
+if [[ ! -e /usr/local/cuda/include/nccl.h && -z "${NCCL_HOME:-}" ]]; then
+  wheel="$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
+           python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
+  if [[ -n "$wheel" && -e "$wheel/include/nccl.h" ]]; then
+    lib="$(ls "$wheel"/lib/libnccl.so* 2>/dev/null | head -1)"
+    echo "NCCL from the pip wheel: $wheel ($lib)"
+    nccl_args=(-DNCCL_INCLUDE_DIR="$wheel/include" -DNCCL_LIBRARY="$lib")
+    export LD_LIBRARY_PATH="$wheel/lib:${LD_LIBRARY_PATH:-}"
+  fi
+fi
+
+if [[ "${FSDP_GPU_CHECK_PREBUILT:-0}" != 1 ]]; then
+  echo "== configure ($build)"
+  if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFSDP_CUDA=ON \
+       -DFSDP_BUILD_TESTS=ON -DFSDP_BUILD_PROPERTIES=OFF -DFSDP_SANITIZE= "${nccl_args[@]}" \
+       >"$log/configure.txt" 2>&1; then
+    tail -30 "$log/configure.txt"
+    echo "gpu-check: FAILED (configure)"
+    exit 1
+  fi
+  grep -E "fsdp: FSDP_CUDA" "$log/configure.txt"
+  echo "== build fsdp_cuda_tests (-j$jobs)"
+  start=$SECONDS
+  if ! cmake --build "$build" --target fsdp_cuda_tests -j"$jobs" >"$log/build.txt" 2>&1; then
+    grep -E "error|Error" -A3 "$log/build.txt" | head -40
+    echo "gpu-check: FAILED (build)"
+    exit 1
+  fi
+  echo "built in $((SECONDS - start)) s"
+fi
+
+bin="$build/bin/fsdp_cuda_tests"
+missing="$(ldd "$bin" 2>/dev/null | grep 'not found' || true)"
+[[ -n "$missing" ]] && { echo "missing shared libraries:"; echo "$missing"; }
+
+echo "== run (gtest, every case of fsdp_cuda_tests)"
+start=$SECONDS
+"$bin" --gtest_color=no >"$log/tests.txt" 2>&1
+rc=$?
+grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Expected|Which is|error:|no CUDA device" \
+  "$log/tests.txt" | head -120
+passed="$(grep -cE '^\[ +OK +\]' "$log/tests.txt" || true)"
+failed="$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log/tests.txt" || true)"
+skipped="$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$log/tests.txt" || true)"
+echo "== summary: passed $passed, failed $failed, skipped $skipped, rc $rc, $((SECONDS - start)) s; GPUs visible: $gpus"
+if [[ $rc -ne 0 || "$failed" != 0 ]]; then
+  echo "gpu-check: FAILED"
+  exit 1
+fi
+if [[ "$gpus" -gt 0 && "$skipped" != 0 ]]; then
+  echo "gpu-check: FAILED (gpu cases skipped although a GPU is visible)"
+  exit 1
+fi
+echo "gpu-check: OK"

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+// Collectives on a GPU against a host reference: the in-process device communicator with ranks
+// as threads sharing GPU 0 (uneven and even counts, bit-exact: same summation order as the host),
+// NCCL with one rank, and the padded-transport pack/unpack kernels.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_in_process_comm.h"
+#include "backends/cuda/nccl_communicator.h"
+#include "tests/backends/cuda/cuda_test_util.h"
+
+namespace fsdp::cuda {
+namespace {
+
+using testing::DeviceVector;
+
+// Member r's value j of a send buffer: distinct, not exactly representable sums.
+float value(std::int64_t r, std::int64_t j) {
+  return 0.1F * static_cast<float>(r + 1) + 0.001F * static_cast<float>(j);
+}
+
+void check_world(const std::vector<std::int64_t>& counts) {
+  const auto w = static_cast<std::int64_t>(counts.size());
+  auto mesh = DeviceMesh::make({{"dp", w}});
+  ASSERT_TRUE(mesh.has_value()) << mesh.error().message();
+  auto world = DeviceInProcessWorld::make(*mesh, std::chrono::seconds(30));
+  ASSERT_TRUE(world.has_value());
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  std::vector<std::vector<float>> gathered(counts.size());
+  std::vector<std::vector<float>> scattered(counts.size());
+  std::vector<std::vector<float>> reduced(counts.size());
+  std::vector<std::string> errors(counts.size());
+  std::vector<std::thread> threads;
+  for (std::int64_t r = 0; r < w; ++r) {
+    threads.emplace_back([&, r] {
+      auto dev = CudaDevice::make(0, "rank " + std::to_string(r));
+      if (!dev.has_value()) {
+        errors[static_cast<std::size_t>(r)] = dev.error().message();
+        (*world)->abort(dev.error());
+        return;
+      }
+      auto comms = (*world)->communicators(r, dev->get());
+      std::int64_t off = 0;
+      for (std::int64_t k = 0; k < r; ++k) off += counts[static_cast<std::size_t>(k)];
+      std::vector<float> shard(static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
+      std::vector<float> full(static_cast<std::size_t>(total));
+      for (std::size_t j = 0; j < shard.size(); ++j) shard[j] = value(r, off + static_cast<std::int64_t>(j));
+      for (std::size_t j = 0; j < full.size(); ++j) full[j] = value(r, static_cast<std::int64_t>(j));
+      DeviceVector<float> d_shard(shard);
+      DeviceVector<float> d_gather(static_cast<std::size_t>(total));
+      DeviceVector<float> d_full(full);
+      DeviceVector<float> d_out(shard.size());
+      DeviceVector<float> d_ar(full);
+      exec::Communicator& c = comms->axis(0);
+      Status s = c.all_gather_v(StreamKind::kAllGather, DType::kFp32, d_shard.get(), counts,
+                                d_gather.get());
+      if (s.ok()) {
+        s = c.reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, d_full.get(), counts,
+                               d_out.get());
+      }
+      if (s.ok()) {
+        s = c.all_reduce(StreamKind::kCompute, DType::kFp32, d_ar.get(), total);
+      }
+      if (s.ok()) {
+        s = (*dev)->synchronize();
+      }
+      if (!s.ok()) {
+        errors[static_cast<std::size_t>(r)] = s.error().message();
+        return;
+      }
+      gathered[static_cast<std::size_t>(r)] = d_gather.download();
+      scattered[static_cast<std::size_t>(r)] = d_out.download();
+      reduced[static_cast<std::size_t>(r)] = d_ar.download();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) ASSERT_TRUE(e.empty()) << e;
+  // Host reference: the same sums in member order.
+  std::vector<float> sum(static_cast<std::size_t>(total), 0.0F);
+  for (std::int64_t r = 0; r < w; ++r) {
+    for (std::int64_t j = 0; j < total; ++j) sum[static_cast<std::size_t>(j)] += value(r, j);
+  }
+  std::int64_t off = 0;
+  for (std::int64_t r = 0; r < w; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    for (std::int64_t j = 0; j < total; ++j) {
+      // Member k's shard of the gather holds value(k, j) for j in its range.
+      std::int64_t k = 0;
+      for (std::int64_t acc = counts[0]; j >= acc; acc += counts[static_cast<std::size_t>(++k)]) {
+      }
+      ASSERT_EQ(gathered[ur][static_cast<std::size_t>(j)], value(k, j)) << "rank " << r << " j " << j;
+      ASSERT_EQ(reduced[ur][static_cast<std::size_t>(j)], sum[static_cast<std::size_t>(j)]);
+    }
+    for (std::int64_t j = 0; j < counts[ur]; ++j) {
+      ASSERT_EQ(scattered[ur][static_cast<std::size_t>(j)], sum[static_cast<std::size_t>(off + j)]);
+    }
+    off += counts[ur];
+  }
+}
+
+TEST(DeviceInProcessCommTest, UnevenCollectivesMatchTheHostReference) {
+  FSDP_SKIP_WITHOUT_GPU();
+  check_world({5, 0, 17});
+}
+
+TEST(DeviceInProcessCommTest, EvenCollectivesMatchTheHostReference) {
+  FSDP_SKIP_WITHOUT_GPU();
+  check_world({1024, 1024, 1024, 1024});
+}
+
+TEST(CudaKernelsTest, PackThenUnpackRestoresUnevenShards) {
+  FSDP_SKIP_WITHOUT_GPU();
+  const std::vector<std::int64_t> counts = {48, 0, 16, 33, 7};  // bytes; mixes 16-byte and odd
+  const std::int64_t slot = 48;
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  std::vector<char> packed(static_cast<std::size_t>(total));
+  for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<char>(i * 7 + 1);
+  DeviceVector<char> d_packed(packed);
+  DeviceVector<char> d_padded(static_cast<std::size_t>(slot) * counts.size());
+  DeviceVector<char> d_back(packed.size());
+  ASSERT_EQ(launch_pack_padded(d_padded.get(), d_packed.get(), counts.data(),
+                               static_cast<int>(counts.size()), slot, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(launch_unpack_padded(d_back.get(), d_padded.get(), counts.data(),
+                                 static_cast<int>(counts.size()), slot, nullptr),
+            cudaSuccess);
+  const std::vector<char> padded = d_padded.download();
+  std::int64_t off = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    for (std::int64_t j = 0; j < counts[k]; ++j) {
+      ASSERT_EQ(padded[k * static_cast<std::size_t>(slot) + static_cast<std::size_t>(j)],
+                packed[static_cast<std::size_t>(off + j)]);
+    }
+    off += counts[k];
+  }
+  EXPECT_EQ(d_back.download(), packed);
+}
+
+TEST(CudaKernelsTest, AccumulateMatchesTheHostLoopBitForBit) {
+  FSDP_SKIP_WITHOUT_GPU();
+  const std::size_t n = 4097;
+  const float scale = 0.37F;
+  std::vector<float> src(n);
+  std::vector<float> dst(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    src[i] = value(1, static_cast<std::int64_t>(i)) * 3.3F;
+    dst[i] = value(2, static_cast<std::int64_t>(i));
+  }
+  DeviceVector<float> d_src(src);
+  DeviceVector<float> d_dst(dst);
+  ASSERT_EQ(launch_accumulate(d_dst.get(), d_src.get(), static_cast<std::int64_t>(n), scale,
+                              /*overwrite=*/false, nullptr),
+            cudaSuccess);
+  for (std::size_t i = 0; i < n; ++i) dst[i] += scale * src[i];
+  EXPECT_EQ(d_dst.download(), dst);
+  ASSERT_EQ(launch_accumulate(d_dst.get(), d_src.get(), static_cast<std::int64_t>(n), scale,
+                              /*overwrite=*/true, nullptr),
+            cudaSuccess);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = scale * src[i];
+  EXPECT_EQ(d_dst.download(), dst);
+}
+
+TEST(NcclCommunicatorTest, SingleRankCollectivesAreCopiesAndSums) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = CudaDevice::make(0, "rank 0");
+  ASSERT_TRUE(dev.has_value()) << dev.error().message();
+  auto id = make_nccl_id();
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  for (UnevenAllGather strategy : {UnevenAllGather::kPadToMax, UnevenAllGather::kGroupedBroadcast}) {
+    auto comm = NcclCommunicator::make(dev->get(), "dp", 1, 0, *id, NcclOptions{strategy});
+    ASSERT_TRUE(comm.has_value()) << comm.error().message();
+    std::vector<float> x(1000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = value(0, static_cast<std::int64_t>(i));
+    DeviceVector<float> send(x);
+    DeviceVector<float> recv(x.size());
+    DeviceVector<float> rs(x.size());
+    const std::vector<std::int64_t> counts = {static_cast<std::int64_t>(x.size())};
+    ASSERT_TRUE((*comm)->all_gather_v(StreamKind::kAllGather, DType::kFp32, send.get(), counts,
+                                      recv.get()).ok());
+    ASSERT_TRUE((*comm)->reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, send.get(),
+                                          counts, rs.get()).ok());
+    ASSERT_TRUE((*comm)->all_reduce(StreamKind::kCompute, DType::kFp32, send.get(),
+                                    static_cast<std::int64_t>(x.size())).ok());
+    ASSERT_TRUE((*dev)->synchronize().ok());
+    EXPECT_EQ(recv.download(), x);
+    EXPECT_EQ(rs.download(), x);
+    EXPECT_EQ(send.download(), x);
+    const auto bad = (*comm)->all_gather_v(StreamKind::kAllGather, DType::kFp32, send.get(),
+                                           std::vector<std::int64_t>{1, 2}, recv.get());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message().find("has 2 counts; the axis has 1 members"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fsdp::cuda
