@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// A textbook binary heap with hole sifting (one copy per level instead of a swap).
+// A 4-ary min-heap with hole sifting (one copy per level instead of a swap): half the depth of a
+// binary heap, and the four children of a node share one 128-byte span of the array.
 #include "sim/engine/event_queue.h"
 
 #include "core/base/check.h"
@@ -17,7 +18,7 @@ void EventQueue::push(SimTime t, EventKind kind, std::uint32_t subject,
   std::size_t hole = heap_.size();
   heap_.push_back(ev);
   while (hole > 0) {
-    const std::size_t parent = (hole - 1) / 2;
+    const std::size_t parent = (hole - 1) / kArity;
     if (!before(ev, heap_[parent])) {
       break;
     }
@@ -38,12 +39,16 @@ Event EventQueue::pop() {
   }
   std::size_t hole = 0;
   while (true) {
-    std::size_t child = 2 * hole + 1;
-    if (child >= n) {
+    const std::size_t first = kArity * hole + 1;
+    if (first >= n) {
       break;
     }
-    if (child + 1 < n && before(heap_[child + 1], heap_[child])) {
-      ++child;
+    std::size_t child = first;
+    const std::size_t stop = first + kArity < n ? first + kArity : n;
+    for (std::size_t k = first + 1; k < stop; ++k) {
+      if (before(heap_[k], heap_[child])) {
+        child = k;
+      }
     }
     if (!before(heap_[child], last)) {
       break;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// EventQueue: the simulator's future-event list, a binary min-heap of 32-byte POD events on a
+// EventQueue: the simulator's future-event list, a 4-ary min-heap of 32-byte POD events on a
 // reserved vector, ordered by (time, insertion sequence) so that equal-time events pop in the
 // order they were pushed and every run is reproducible. No virtual calls, no per-event allocation
 // once reserved. Not thread-safe.
@@ -42,6 +42,7 @@ class EventQueue {
   std::uint64_t pushed() const { return next_seq_; }
 
  private:
+  static constexpr std::size_t kArity = 4;
   static bool before(const Event& a, const Event& b) {
     return a.t < b.t || (a.t == b.t && a.seq < b.seq);
   }

@@ -53,6 +53,20 @@ struct Flow {
   std::uint32_t generation = 0;
 };
 
+// What the loop needs of one op, stored at the op's position in its program's stream lists (so a
+// stream walks a contiguous array instead of the 72-byte Ops of its program): 32 bytes.
+struct Step {
+  OpKind kind = OpKind::kRecord;
+  StreamKind stream = StreamKind::kCompute;  // the op's own stream (also without overlap)
+  std::uint8_t buffer_class = 0;             // alloc/free, clamped to [0, kNumBufferClasses)
+  std::uint8_t link = 0;                     // collectives: 1 inter-node, 0 intra-node
+  std::int32_t op = 0;                       // index into the program's ops
+  std::int32_t arg = 0;                      // alloc/free: buffer; record/wait: event; axis
+  std::int64_t bytes = 0;                    // alloc: size
+  SimDuration duration;                      // compute ops; collectives: latency
+};
+static_assert(sizeof(Step) <= 32);
+
 // Length of the overlap of [x.start, x.end) with the sorted, disjoint intervals `a`; `hint` only
 // moves forward, so calls with sorted disjoint x walk `a` once.
 SimDuration overlap(const std::vector<Interval>& a, SimTime start, SimTime end, std::size_t& hint) {
@@ -89,9 +103,9 @@ class Simulator {
  private:
   Status prepare();
   void advance(std::uint32_t g);
-  void arrive(std::uint32_t g, const Op& op);
+  void arrive(std::uint32_t g, std::int32_t axis);
   void start_collective(std::int32_t type, std::int32_t stream);
-  void start_compute(std::uint32_t g, std::size_t flat);
+  void start_compute(std::uint32_t g, const Step& step);
   void rescale_compute(std::uint32_t g, bool slow);
   void comm_begin(std::int32_t cls);
   void comm_end(std::int32_t cls);
@@ -99,7 +113,7 @@ class Simulator {
   void on_flow_done(std::int32_t f);
   void finish_collective(std::int32_t f);
   void on_op_done(std::uint32_t g);
-  void apply_memory(std::int32_t cls, std::int32_t op_index, const Op& op);
+  void apply_memory(std::int32_t cls, const Step& step);
   void fail(Error error) {
     if (!error_) {
       error_ = std::move(error);
@@ -116,18 +130,14 @@ class Simulator {
     return schedule_.programs()[static_cast<std::size_t>(program_of(cls))]
         .ops[static_cast<std::size_t>(i)];
   }
-  std::size_t flat(std::int32_t cls, std::int32_t i) const {
-    return static_cast<std::size_t>(op_base_[static_cast<std::size_t>(program_of(cls))] + i);
-  }
   // The stream list (per program) that stream g of its class walks.
   std::size_t list_of(std::uint32_t g) const {
     return static_cast<std::size_t>(program_of(static_cast<std::int32_t>(g / kNumStreams))) *
                kNumStreams +
            g % kNumStreams;
   }
-  std::int32_t current_op(std::uint32_t g) const {
-    return stream_ops_[static_cast<std::size_t>(cursor_[g])];
-  }
+  const Step& current(std::uint32_t g) const { return steps_[static_cast<std::size_t>(cursor_[g])]; }
+  std::int32_t current_op(std::uint32_t g) const { return current(g).op; }
   double compute_factor(std::int32_t cls) const {
     return classes_.straggler[static_cast<std::size_t>(cls)] != 0
                ? options_.straggler.compute_factor
@@ -148,12 +158,11 @@ class Simulator {
 
   // Per program.
   std::vector<std::int64_t> op_base_;
-  // Per flat program op (op_base_[p] + i).
-  std::vector<SimDuration> duration_;  // compute ops; collectives: latency
+  // Per position in the stream lists (program by program, stream by stream; cursor_ walks them).
+  std::vector<Step> steps_;
   std::vector<SimDuration> transfer_;  // collectives: bandwidth term at the full rate
   std::vector<double> bus_bytes_;
-  // Per program stream list p * kNumStreams + s.
-  std::vector<std::int32_t> stream_ops_;  // program op indices, stream by stream
+  // Per program stream list p * kNumStreams + s: its positions [list_begin_, list_end_).
   std::vector<std::int64_t> list_begin_, list_end_;
   // Per class.
   std::vector<std::int64_t> event_base_, buffer_base_;
@@ -213,12 +222,14 @@ Status Simulator::prepare() {
   for (std::size_t p = 0; p < np; ++p) {
     op_base_[p + 1] = op_base_[p] + static_cast<std::int64_t>(programs[p].ops.size());
   }
-  duration_.assign(static_cast<std::size_t>(op_base_[np]), SimDuration());
+  steps_.assign(static_cast<std::size_t>(op_base_[np]), Step());
   transfer_.assign(static_cast<std::size_t>(op_base_[np]), SimDuration());
   bus_bytes_.assign(static_cast<std::size_t>(op_base_[np]), 0.0);
-  stream_ops_.reserve(static_cast<std::size_t>(op_base_[np]));
+  std::int64_t filled = 0;
   list_begin_.resize(np * kNumStreams);
   list_end_.resize(np * kNumStreams);
+  // Compute ops and collectives per program, to reserve the interval lists.
+  std::vector<std::size_t> compute_ops(np, 0), collectives(np, 0);
   // Collective sequence (kind, axis) per stream of program 0, to check the others against.
   std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
   const auto& infos = schedule_.collectives();
@@ -235,23 +246,27 @@ Status Simulator::prepare() {
                                                      kNumStreams, ")"));
       }
       ++count[options_.overlap ? static_cast<std::size_t>(op.stream) : 0];
+      compute_ops[p] += is_compute(op.kind) ? 1u : 0u;
+      collectives[p] += is_collective(op.kind) ? 1u : 0u;
     }
     std::array<std::int64_t, kNumStreams> fill{};
     for (std::size_t s = 0; s < kNumStreams; ++s) {
       const std::size_t list = p * kNumStreams + s;
-      list_begin_[list] = s == 0 ? static_cast<std::int64_t>(stream_ops_.size())
-                                 : list_end_[list - 1];
+      list_begin_[list] = s == 0 ? filled : list_end_[list - 1];
       list_end_[list] = list_begin_[list] + count[s];
       fill[s] = list_begin_[list];
     }
-    stream_ops_.resize(static_cast<std::size_t>(list_end_[p * kNumStreams + kNumStreams - 1]));
+    filled = list_end_[p * kNumStreams + kNumStreams - 1];
     for (std::size_t i = 0; i < prog.ops.size(); ++i) {
       const Op& op = prog.ops[i];
       // Without overlap every op runs on one serial list (stream 0) in issue order.
       const std::size_t stream = options_.overlap ? static_cast<std::size_t>(op.stream) : 0;
       const std::int32_t idx = static_cast<std::int32_t>(i);
-      const std::size_t f = static_cast<std::size_t>(op_base_[p]) + i;
-      stream_ops_[static_cast<std::size_t>(fill[stream]++)] = idx;
+      const std::size_t f = static_cast<std::size_t>(fill[stream]++);
+      Step& step = steps_[f];
+      step.kind = op.kind;
+      step.stream = op.stream;
+      step.op = idx;
       if (is_collective(op.kind)) {
         if (op.axis < 0 || op.axis >= ndim) {
           return Error(ErrorCode::kOutOfRange,
@@ -265,18 +280,21 @@ Status Simulator::prepare() {
         const CollectiveCost cost =
             uneven_collective_cost(op.kind, op.elements, members, op.dtype,
                                    links_[static_cast<std::size_t>(op.axis)], options_.cost);
-        duration_[f] = cost.latency;
+        step.arg = op.axis;
+        step.link = links_[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0;
+        step.duration = cost.latency;
         transfer_[f] = cost.transfer;
         bus_bytes_[f] = cost.bus_bytes;
         seq[stream].emplace_back(op.kind, op.axis);
       } else if (is_compute(op.kind)) {
-        duration_[f] = compute_cost(op, hardware_, options_.cost);
+        step.duration = compute_cost(op, hardware_, options_.cost);
       } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
         if (op.event < 0 || op.event >= prog.num_events) {
           return Error(ErrorCode::kOutOfRange,
                        str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
                                " names event ", op.event, " outside [0, ", prog.num_events, ")"));
         }
+        step.arg = op.event;
       } else if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
         if (op.buffer < 0 || op.buffer >= prog.num_buffers) {
           return Error(ErrorCode::kOutOfRange,
@@ -284,6 +302,10 @@ Status Simulator::prepare() {
                                " names buffer ", op.buffer, " outside [0, ", prog.num_buffers,
                                ")"));
         }
+        step.arg = op.buffer;
+        step.bytes = op.bytes;
+        const auto bc = static_cast<std::size_t>(op.buffer_class);
+        step.buffer_class = static_cast<std::uint8_t>(bc < kNumBufferClasses ? bc : 0);
       }
     }
     if (p == 0) {
@@ -351,14 +373,8 @@ Status Simulator::prepare() {
     m.peak_reserved_bytes = allocator_[c].reserved_bytes();
     m.fits = m.resident_bytes <= m.capacity_bytes;
     m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
-    std::size_t compute_ops = 0;
-    std::size_t collectives = 0;
-    for (const Op& op : programs[p].ops) {
-      compute_ops += is_compute(op.kind) ? 1u : 0u;
-      collectives += is_collective(op.kind) ? 1u : 0u;
-    }
-    compute_intervals_[c].reserve(compute_ops);
-    comm_intervals_[c].reserve(collectives);
+    compute_intervals_[c].reserve(compute_ops[p]);
+    comm_intervals_[c].reserve(collectives[p]);
   }
   if (options_.record_trace) {
     std::size_t ops = 0;
@@ -386,26 +402,27 @@ std::string Simulator::describe_op(std::int32_t cls, std::int32_t op_index) cons
   return text + ")";
 }
 
-void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& op) {
+void Simulator::apply_memory(std::int32_t cls, const Step& step) {
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::size_t b = static_cast<std::size_t>(buffer_base_[c] + op.buffer);
+  const std::int32_t op_index = step.op;
+  const std::size_t b = static_cast<std::size_t>(buffer_base_[c] + step.arg);
   std::int64_t delta = 0;
-  std::size_t bc = static_cast<std::size_t>(op.buffer_class);
-  if (op.kind == OpKind::kAlloc) {
+  const std::size_t bc = step.buffer_class;
+  if (step.kind == OpKind::kAlloc) {
     if (buffer_bytes_[b] >= 0) {
       fail(Error(ErrorCode::kFailedPrecondition,
-                 str_cat("class ", cls, " allocates buffer ", op.buffer, " twice, at op ",
+                 str_cat("class ", cls, " allocates buffer ", step.arg, " twice, at op ",
                          describe_op(cls, op_index))));
       return;
     }
     // The free op names the buffer class too, so only the size is remembered.
-    buffer_bytes_[b] = op.bytes;
-    buffer_block_[b] = allocator_[c].allocate(static_cast<int>(op.stream), op.bytes);
-    delta = op.bytes;
+    buffer_bytes_[b] = step.bytes;
+    buffer_block_[b] = allocator_[c].allocate(static_cast<int>(step.stream), step.bytes);
+    delta = step.bytes;
   } else {
     if (buffer_bytes_[b] < 0) {
       fail(Error(ErrorCode::kFailedPrecondition,
-                 str_cat("class ", cls, " frees buffer ", op.buffer,
+                 str_cat("class ", cls, " frees buffer ", step.arg,
                          " that is not allocated, at op ", describe_op(cls, op_index))));
       return;
     }
@@ -413,15 +430,12 @@ void Simulator::apply_memory(std::int32_t cls, std::int32_t op_index, const Op& 
     buffer_bytes_[b] = -1;
     allocator_[c].release(buffer_block_[b]);
   }
-  if (bc >= kNumBufferClasses) {
-    bc = 0;
-  }
   mem_by_class_[c][bc] += delta;
   mem_total_[c] += delta;
   MemoryResult& m = memory_[c];
   m.high_water_by_class[bc] = std::max(m.high_water_by_class[bc], mem_by_class_[c][bc]);
   if (options_.record_ops) {
-    op_log_.push_back(OpRecord{cls, op.stream, op_index, now_, now_, delta});
+    op_log_.push_back(OpRecord{cls, step.stream, op_index, now_, now_, delta});
   }
   if (mem_total_[c] > m.peak_bytes) {
     m.peak_bytes = mem_total_[c];
@@ -456,22 +470,21 @@ void Simulator::advance(std::uint32_t g) {
     if (error_) {
       return;
     }
-    const std::int32_t i = current_op(g);
-    const Op& op = op_at(cls, i);
-    switch (op.kind) {
+    const Step& step = current(g);
+    switch (step.kind) {
       case OpKind::kAlloc:
       case OpKind::kFree:
-        apply_memory(cls, i, op);
+        apply_memory(cls, step);
         ++cursor_[g];
         break;
       case OpKind::kRecord: {
-        recorded_[static_cast<std::size_t>(event_base_[c] + op.event)] = 1;
+        recorded_[static_cast<std::size_t>(event_base_[c] + step.arg)] = 1;
         if (options_.record_ops) {
-          op_log_.push_back(OpRecord{cls, op.stream, i, now_, now_, 0});
+          op_log_.push_back(OpRecord{cls, step.stream, step.op, now_, now_, 0});
         }
         for (std::uint32_t s = 0; s < kNumStreams; ++s) {
           const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) + s;
-          if (state_[other] == StreamState::kBlockedEvent && blocked_event_[other] == op.event) {
+          if (state_[other] == StreamState::kBlockedEvent && blocked_event_[other] == step.arg) {
             state_[other] = StreamState::kReady;
             blocked_event_[other] = -1;
             queue_.push(now_, EventKind::kStreamReady, other, generation_[other]);
@@ -481,23 +494,23 @@ void Simulator::advance(std::uint32_t g) {
         break;
       }
       case OpKind::kWait:
-        if (recorded_[static_cast<std::size_t>(event_base_[c] + op.event)] == 0) {
+        if (recorded_[static_cast<std::size_t>(event_base_[c] + step.arg)] == 0) {
           state_[g] = StreamState::kBlockedEvent;
-          blocked_event_[g] = op.event;
+          blocked_event_[g] = step.arg;
           return;
         }
         if (options_.record_ops) {
-          op_log_.push_back(OpRecord{cls, op.stream, i, now_, now_, 0});
+          op_log_.push_back(OpRecord{cls, step.stream, step.op, now_, now_, 0});
         }
         ++cursor_[g];
         break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce:
-        arrive(g, op);
+        arrive(g, step.arg);
         return;
       default:
-        start_compute(g, flat(cls, i));
+        start_compute(g, step);
         return;
     }
   }
@@ -505,9 +518,9 @@ void Simulator::advance(std::uint32_t g) {
   stream_end_time_[g] = now_;
 }
 
-void Simulator::start_compute(std::uint32_t g, std::size_t f) {
+void Simulator::start_compute(std::uint32_t g, const Step& step) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
-  const SimDuration d = scaled(duration_[f], compute_factor(cls));
+  const SimDuration d = scaled(step.duration, compute_factor(cls));
   state_[g] = StreamState::kBusy;
   op_start_[g] = now_;
   work_left_[g] = d.ps();
@@ -539,7 +552,7 @@ void Simulator::comm_begin(std::int32_t cls) {
   }
   for (std::uint32_t s = 0; s < kNumStreams; ++s) {
     const std::uint32_t g = static_cast<std::uint32_t>(c * kNumStreams) + s;
-    if (state_[g] == StreamState::kBusy && !is_collective(op_at(cls, current_op(g)).kind)) {
+    if (state_[g] == StreamState::kBusy && !is_collective(current(g).kind)) {
       rescale_compute(g, /*slow=*/true);
     }
   }
@@ -552,19 +565,19 @@ void Simulator::comm_end(std::int32_t cls) {
   }
   for (std::uint32_t s = 0; s < kNumStreams; ++s) {
     const std::uint32_t g = static_cast<std::uint32_t>(c * kNumStreams) + s;
-    if (state_[g] == StreamState::kBusy && !is_collective(op_at(cls, current_op(g)).kind)) {
+    if (state_[g] == StreamState::kBusy && !is_collective(current(g).kind)) {
       rescale_compute(g, /*slow=*/false);
     }
   }
 }
 
-void Simulator::arrive(std::uint32_t g, const Op& op) {
+void Simulator::arrive(std::uint32_t g, std::int32_t axis) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::int32_t stream = static_cast<std::int32_t>(g % kNumStreams);
   state_[g] = StreamState::kBlockedCollective;
   const std::int32_t type = classes_.group_type[static_cast<std::size_t>(cls) *
                                                     static_cast<std::size_t>(classes_.ndim) +
-                                                static_cast<std::size_t>(op.axis)];
+                                                static_cast<std::size_t>(axis)];
   const std::size_t slot = static_cast<std::size_t>(type) * kNumStreams +
                            static_cast<std::size_t>(stream);
   // Every class of the type must reach collective k before any passes it, so a type has at
@@ -593,14 +606,13 @@ void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
   for (std::int32_t m : members) {
     const std::uint32_t gm = static_cast<std::uint32_t>(m) * kNumStreams +
                              static_cast<std::uint32_t>(stream);
-    const std::int32_t i = current_op(gm);
-    const std::size_t f = flat(m, i);
+    const std::size_t f = static_cast<std::size_t>(cursor_[gm]);
     state_[gm] = StreamState::kBusy;
     op_start_[gm] = now_;
     // The ring runs at the pace of its slowest member's link.
     transfer = std::max(transfer, scaled(transfer_[f], link_factor(m)));
-    latency = std::max(latency, duration_[f]);
-    link = links_[static_cast<std::size_t>(op_at(m, i).axis)].inter_node ? 1 : 0;
+    latency = std::max(latency, steps_[f].duration);
+    link = steps_[f].link;
     comm_begin(m);
   }
   std::int32_t id = 0;
@@ -691,20 +703,20 @@ void Simulator::finish_collective(std::int32_t id) {
 void Simulator::on_op_done(std::uint32_t g) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::int32_t i = current_op(g);
-  const Op& op = op_at(cls, i);
-  if (is_collective(op.kind)) {
+  const std::size_t pos = static_cast<std::size_t>(cursor_[g]);
+  const Step& step = steps_[pos];
+  if (is_collective(step.kind)) {
     comm_intervals_[c].push_back(
-        CommInterval{op_start_[g], now_, op.stream, op.axis, op.kind, bus_bytes_[flat(cls, i)]});
+        CommInterval{op_start_[g], now_, step.stream, step.arg, step.kind, bus_bytes_[pos]});
     ++coll_pos_[g];
   } else {
     compute_intervals_[c].push_back(Interval{op_start_[g], now_});
   }
   if (options_.record_trace) {
-    trace_.push_back(TraceRecord{cls, op.stream, i, op_start_[g], now_});
+    trace_.push_back(TraceRecord{cls, step.stream, step.op, op_start_[g], now_});
   }
   if (options_.record_ops) {
-    op_log_.push_back(OpRecord{cls, op.stream, i, op_start_[g], now_, 0});
+    op_log_.push_back(OpRecord{cls, step.stream, step.op, op_start_[g], now_, 0});
   }
   ++cursor_[g];
   state_[g] = StreamState::kReady;

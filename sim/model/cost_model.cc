@@ -22,11 +22,12 @@ std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardwar
     bool inter = false;
     // A group is {base + k * stride}; its members are increasing, so it spans nodes exactly when
     // its first and last members sit on different nodes.
-    for (std::int64_t base = 0; base < mesh.size() && !inter && n > 1; ++base) {
-      if ((base / stride) % n != 0) {
-        continue;
+    // The bases are the ranks whose coordinate on this axis is 0: [hi, hi + stride) for hi a
+    // multiple of stride * n (visited in increasing order, as a scan of every rank would).
+    for (std::int64_t hi = 0; hi < mesh.size() && !inter && n > 1; hi += stride * n) {
+      for (std::int64_t base = hi; base < hi + stride && !inter; ++base) {
+        inter = base / per_node != (base + (n - 1) * stride) / per_node;
       }
-      inter = base / per_node != (base + (n - 1) * stride) / per_node;
     }
     AxisLink link;
     link.group_size = n;

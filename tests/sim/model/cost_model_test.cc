@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "core/hardware/hardware_presets.h"
@@ -142,6 +143,40 @@ TEST(CostModelTest, AxisSpanningNodesUsesTheNetwork) {
   const auto small = axis_links(parse_device_mesh("a=4,b=4").value(), hw);
   EXPECT_TRUE(small[0].inter_node);
   EXPECT_FALSE(small[1].inter_node);
+}
+
+// axis_links visits only the first rank of each group; every rank's group must agree with it.
+TEST(CostModelTest, AxisSpanningNodesMatchesEveryRanksGroup) {
+  const Hardware hw = find_hardware_preset("h100").value();
+  const std::int64_t per_node = hw.devices_per_node();
+  for (const char* spec : {"a=2,b=3,c=4", "a=3,b=2,c=2", "a=2,b=16", "a=5,b=3"}) {
+    const DeviceMesh mesh = parse_device_mesh(spec).value();
+    const auto links = axis_links(mesh, hw);
+    ASSERT_EQ(static_cast<std::int64_t>(links.size()), mesh.ndim()) << spec;
+    // Row-major coordinates, last axis fastest.
+    const auto coords = [&](std::int64_t r) {
+      std::vector<std::int64_t> c(static_cast<std::size_t>(mesh.ndim()));
+      for (std::int64_t a = mesh.ndim() - 1; a >= 0; --a) {
+        c[static_cast<std::size_t>(a)] = r % mesh.axis_size(a);
+        r /= mesh.axis_size(a);
+      }
+      return c;
+    };
+    for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+      // Two ranks share a group of axis a when all their other coordinates agree.
+      bool spans = false;
+      for (std::int64_t r = 0; r < mesh.size(); ++r) {
+        for (std::int64_t q = 0; q < mesh.size(); ++q) {
+          std::vector<std::int64_t> cr = coords(r);
+          std::vector<std::int64_t> cq = coords(q);
+          cr[static_cast<std::size_t>(a)] = 0;
+          cq[static_cast<std::size_t>(a)] = 0;
+          spans = spans || (cr == cq && r / per_node != q / per_node);
+        }
+      }
+      EXPECT_EQ(links[static_cast<std::size_t>(a)].inter_node, spans) << spec << " axis " << a;
+    }
+  }
 }
 
 }  // namespace
