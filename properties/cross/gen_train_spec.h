@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// RapidCheck generator of tiny real-training requests (exec::TrainSpec) for the cross-checks of
+// the simulator against the CPU backend: decoders of 1-2 layers, hidden 4-16, vocab 8-32, seq
+// 2-8; every strategy on 1-8 ranks (HSDP/HFSDP on 2x2 and 2x4 meshes); padded layouts, unpadded
+// on 1-axis meshes, TensorAtomic ZeRO-1/2/3, block sizes 1/2/4 (every dimension is a multiple of
+// 4, so each block size divides every tensor's rows); 1-4 microbatches, prefetch next(0..2) each
+// way, unified or separate streams, recompute, the three optimizers; 2 steps. Every generated
+// spec passes prepare_training.
+#pragma once
+
+#include "backends/exec/trainer.h"
+#include "core/mesh/strategy.h"
+#include "core/policy/optimizer_policy.h"
+#include "core/policy/schedule_policy.h"
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace fsdp::exec {
+
+// RapidCheck prints counter-examples with this (found by argument-dependent lookup).
+inline void showValue(const TrainSpec& s, std::ostream& os) {
+  os << to_string(s.strategy) << (s.tensor_atomic ? "(tensor-atomic)" : "") << " mesh " << s.mesh
+     << " " << to_string(s.shard_layout) << " block " << s.block_size << " mb " << s.microbatches
+     << " " << to_string(s.schedule) << (s.recompute ? " recompute" : "") << " "
+     << to_string(s.optimizer) << " grad_scale " << s.grad_scale << " | decoder V "
+     << s.model.vocab << " H " << s.model.hidden << " F " << s.model.ffn << " L "
+     << s.model.layers << " S " << s.model.seq_len << " B " << s.model.micro_batch_size
+     << " seed " << s.model.seed;
+}
+
+}  // namespace fsdp::exec
+
+namespace fsdp::gen {
+
+inline PrefetchPolicy prefetch_of(std::int64_t units) {
+  return units == 0 ? PrefetchPolicy::none() : PrefetchPolicy::next_units(units).value();
+}
+
+inline rc::Gen<exec::TrainSpec> train_spec() {
+  return rc::gen::exec([] {
+    exec::TrainSpec s;
+    s.model.layers = *rc::gen::inRange<std::int64_t>(1, 3);
+    s.model.hidden = 4 * *rc::gen::inRange<std::int64_t>(1, 5);
+    s.model.vocab = 4 * *rc::gen::inRange<std::int64_t>(2, 9);
+    s.model.ffn = 4 * *rc::gen::inRange<std::int64_t>(1, 5);
+    s.model.seq_len = *rc::gen::inRange<std::int64_t>(2, 9);
+    s.model.micro_batch_size = *rc::gen::inRange<std::int64_t>(1, 3);
+    s.model.seed = *rc::gen::inRange<std::uint64_t>(1, 1000);
+    s.strategy = *rc::gen::element(Strategy::kNoShard, Strategy::kZero1, Strategy::kZero2,
+                                   Strategy::kZero3, Strategy::kZero3, Strategy::kHsdp,
+                                   Strategy::kHfsdp);
+    if (strategy_mesh_ndim(s.strategy) == 2) {
+      s.mesh = *rc::gen::element(std::string("outer=2,inner=2"), std::string("outer=2,inner=4"));
+    } else {
+      s.mesh = "dp=" + std::to_string(*rc::gen::inRange<std::int64_t>(1, 9));
+      s.shard_layout = *rc::gen::element(ShardLayout::kPadded, ShardLayout::kUnpadded);
+      s.tensor_atomic = s.strategy != Strategy::kNoShard && *rc::gen::arbitrary<bool>();
+    }
+    s.block_size = *rc::gen::element<std::int64_t>(1, 1, 2, 4);
+    s.microbatches = *rc::gen::inRange<std::int64_t>(1, 5);
+    const std::int64_t forward = *rc::gen::inRange<std::int64_t>(0, 3);
+    const std::int64_t backward = *rc::gen::inRange<std::int64_t>(0, 3);
+    s.schedule = SchedulePolicy::make(prefetch_of(forward), prefetch_of(backward),
+                                      /*max_inflight=*/0, *rc::gen::arbitrary<bool>())
+                     .value();
+    s.recompute = *rc::gen::arbitrary<bool>();
+    s.optimizer =
+        *rc::gen::element(OptimizerKind::kAdam, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
+    s.grad_scale = *rc::gen::element(0.5, 1.0, 2.0);
+    s.steps = 2;
+    s.timeout_s = 60.0;
+    return s;
+  });
+}
+
+}  // namespace fsdp::gen
