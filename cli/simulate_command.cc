@@ -2,6 +2,7 @@
 // `fsdpsim simulate`: build one optimizer step's schedule and run it through the discrete-event
 // simulator on a hardware preset or file; print a summary (text or JSON) and optionally write a
 // Chrome trace. With no arguments: Llama 3 8B, ZeRO-3, dp=16 (2 nodes of 8 H100s), 4 microbatches.
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include "viz/svg_gantt.h"
 #include "viz/svg_memory_plot.h"
 
+#include <nlohmann/json.hpp>
+
 namespace po = boost::program_options;
 
 namespace fsdp::cli {
@@ -25,6 +28,13 @@ std::string format_default(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
+}
+
+// 0.0123 -> "1.23%".
+std::string format_percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", fraction * 100.0);
+  return buf;
 }
 
 constexpr std::string_view kUsage =
@@ -167,12 +177,25 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (!result) {
     return report_error(io, result.error().with_context("while simulating"));
   }
+  auto padding = plan_padding_from_options(options);
+  if (!padding) {
+    return report_error(io, padding.error());
+  }
   if (format == "json") {
-    io.out << sim::sim_result_to_json(*result, *schedule, *hardware).dump(2) << "\n";
+    nlohmann::json json = sim::sim_result_to_json(*result, *schedule, *hardware);
+    json["padding"] = {{"flat_elements", padding->flat_elements},
+                       {"data_elements", padding->data_elements},
+                       {"padding_elements", padding->padding_elements},
+                       {"fraction", padding->fraction()},
+                       {"gathered_padding_bytes", padding->gathered_padding_bytes}};
+    io.out << json.dump(2) << "\n";
   } else {
     io.out << "model " << options.model << ", strategy " << options.strategy << ", seq-len "
            << options.seq_len << " x micro-batch-size " << options.micro_batch_size << "\n";
     io.out << sim::render_sim_text(*result, *schedule, *hardware);
+    io.out << "padding: " << padding->padding_elements << " of " << padding->flat_elements
+           << " flat-buffer elements (" << format_percent(padding->fraction()) << "), "
+           << padding->gathered_padding_bytes << " B in every full gather\n";
   }
   if (!trace_path.empty()) {
     std::ofstream out(trace_path);

@@ -20,6 +20,7 @@
 #include "cli/command.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
+#include "core/schedule/trace_events.h"
 
 #include <nlohmann/json.hpp>
 
@@ -87,54 +88,21 @@ Expected<exec::TrainSpec> make_spec(const TrainArgs& args, exec::TrainSpec spec)
 // µs, plus a "memory" counter from the arena log.
 nlohmann::json measured_trace(const exec::TrainSetup& setup,
                               const std::vector<const exec::RankResult*>& ranks) {
-  using nlohmann::json;
   const Schedule& schedule = setup.schedule;
-  json events = json::array();
+  nlohmann::json events = nlohmann::json::array();
   for (const exec::RankResult* r : ranks) {
-    events.push_back({{"ph", "M"},
-                      {"name", "process_name"},
-                      {"pid", r->rank},
-                      {"args", {{"name", str_cat("rank ", r->rank, " (measured)")}}}});
-    for (int s = 0; s < kNumStreams; ++s) {
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_name"},
-                        {"pid", r->rank},
-                        {"tid", s},
-                        {"args", {{"name", std::string(to_string(static_cast<StreamKind>(s)))}}}});
-    }
+    append_trace_process(events, r->rank, str_cat("rank ", r->rank, " (measured)"));
     const RankProgram& program = schedule.program_of_rank(r->rank);
     for (const exec::OpTiming& t : r->timeline) {
-      const Op& op = program.ops[static_cast<std::size_t>(t.op)];
-      std::string name(to_string(op.kind));
-      if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
-        name += " " + schedule.unit_names()[static_cast<std::size_t>(op.unit)];
-      }
-      json args = {{"op", t.op}, {"step", t.step}, {"microbatch", op.microbatch}};
-      if (is_collective(op.kind)) {
-        args["axis"] = schedule.mesh().axis_name(op.axis);
-        args["bytes"] = op.bytes;
-      } else {
-        args["flops"] = op.flops;
-      }
-      events.push_back({{"ph", "X"},
-                        {"name", name},
-                        {"cat", std::string(to_string(op.phase))},
-                        {"pid", r->rank},
-                        {"tid", static_cast<int>(t.stream)},
-                        {"ts", static_cast<double>(t.start_ns) / 1e3},
-                        {"dur", static_cast<double>(t.end_ns - t.start_ns) / 1e3},
-                        {"args", args}});
+      append_trace_op(events, schedule, program, t.op, r->rank, t.stream,
+                      static_cast<double>(t.start_ns) / 1e3,
+                      static_cast<double>(t.end_ns - t.start_ns) / 1e3, t.step);
     }
     for (const exec::ArenaRecord& m : r->arena_log) {
-      events.push_back({{"ph", "C"},
-                        {"name", "memory"},
-                        {"pid", r->rank},
-                        {"ts", static_cast<double>(m.time_ns) / 1e3},
-                        {"args", {{"GiB", static_cast<double>(m.live_bytes) /
-                                              (1024.0 * 1024.0 * 1024.0)}}}});
+      append_trace_memory(events, r->rank, static_cast<double>(m.time_ns) / 1e3, m.live_bytes);
     }
   }
-  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  return trace_document(std::move(events));
 }
 
 Status write_trace(const std::string& path, const exec::TrainSetup& setup,

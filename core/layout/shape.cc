@@ -58,16 +58,15 @@ Expected<Shape> Shape::make(std::span<const std::int64_t> dims) {
 }
 
 void Shape::copy_from(const Shape& other) {
+  if (other.is_inline()) {
+    copy_inline_from(other);
+    return;
+  }
   numel_ = other.numel_;
   ndim_ = other.ndim_;
-  if (other.is_inline()) {
-    inline_[0] = other.inline_[0];
-    inline_[1] = other.inline_[1];
-  } else {
-    const auto n = static_cast<std::size_t>(ndim_) + 1;  // dims, then the row size
-    heap_ = new std::int64_t[n];
-    std::copy(other.heap_, other.heap_ + n, heap_);
-  }
+  const auto n = static_cast<std::size_t>(ndim_) + 1;  // dims, then the row size
+  heap_ = new std::int64_t[n];
+  std::copy(other.heap_, other.heap_ + n, heap_);
 }
 
 std::int64_t Shape::rows() const {

@@ -79,19 +79,25 @@ class Shape {
   const std::int64_t* data() const { return is_inline() ? inline_ : heap_; }
   // Heap shapes: dims[0..ndim) then the row size.
   void copy_from(const Shape& other);
-  void steal_from(Shape& other) noexcept {
+  // Inline shapes copy as plain values (moving is copying).
+  void copy_inline_from(const Shape& other) noexcept {
     numel_ = other.numel_;
     ndim_ = other.ndim_;
+    inline_[0] = other.inline_[0];
+    inline_[1] = other.inline_[1];
+  }
+  void steal_from(Shape& other) noexcept {
     if (other.is_inline()) {
-      inline_[0] = other.inline_[0];
-      inline_[1] = other.inline_[1];
-    } else {
-      heap_ = other.heap_;
-      other.ndim_ = 0;  // moved-from: the 0-D shape
-      other.numel_ = 1;
-      other.inline_[0] = 0;
-      other.inline_[1] = 0;
+      copy_inline_from(other);
+      return;
     }
+    numel_ = other.numel_;
+    ndim_ = other.ndim_;
+    heap_ = other.heap_;
+    other.ndim_ = 0;  // moved-from: the 0-D shape
+    other.numel_ = 1;
+    other.inline_[0] = 0;
+    other.inline_[1] = 0;
   }
   void release() noexcept {
     if (!is_inline()) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/base/strings.h"
+#include "core/schedule/trace_events.h"
 
 namespace fsdp::sim {
 namespace {
@@ -204,56 +205,23 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
 }
 
 nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
-  using nlohmann::json;
-  json events = json::array();
+  nlohmann::json events = nlohmann::json::array();
   for (std::size_t c = 0; c < result.classes.size(); ++c) {
     const ClassResult& p = result.classes[c];
-    events.push_back({{"ph", "M"},
-                      {"name", "process_name"},
-                      {"pid", c},
-                      {"args", {{"name", str_cat("class ", c, " (rank ", p.representative_rank,
-                                                 ", ", p.num_ranks, " ranks",
-                                                 p.straggler ? ", stragglers" : "", ")")}}}});
-    for (int s = 0; s < kNumStreams; ++s) {
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_name"},
-                        {"pid", c},
-                        {"tid", s},
-                        {"args", {{"name", std::string(to_string(static_cast<StreamKind>(s)))}}}});
-    }
+    append_trace_process(events, static_cast<std::int64_t>(c),
+                         str_cat("class ", c, " (rank ", p.representative_rank, ", ", p.num_ranks,
+                                 " ranks", p.straggler ? ", stragglers" : "", ")"));
   }
   for (const TraceRecord& r : result.trace) {
     const std::size_t program =
         static_cast<std::size_t>(result.classes[static_cast<std::size_t>(r.cls)].program);
-    const Op& op = schedule.programs()[program].ops[static_cast<std::size_t>(r.op)];
-    std::string name(to_string(op.kind));
-    if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
-      name += " " + schedule.unit_names()[static_cast<std::size_t>(op.unit)];
-    }
-    json args = {{"op", r.op}, {"microbatch", op.microbatch}};
-    if (is_collective(op.kind)) {
-      args["axis"] = schedule.mesh().axis_name(op.axis);
-      args["bytes"] = op.bytes;
-    } else {
-      args["flops"] = op.flops;
-    }
-    events.push_back({{"ph", "X"},
-                      {"name", name},
-                      {"cat", std::string(to_string(op.phase))},
-                      {"pid", r.cls},
-                      {"tid", static_cast<int>(r.stream)},
-                      {"ts", r.start.us()},
-                      {"dur", (r.end - r.start).us()},
-                      {"args", args}});
+    append_trace_op(events, schedule, schedule.programs()[program], r.op, r.cls, r.stream,
+                    r.start.us(), (r.end - r.start).us());
   }
   for (const MemorySample& m : result.memory_trace) {
-    events.push_back({{"ph", "C"},
-                      {"name", "memory"},
-                      {"pid", m.cls},
-                      {"ts", m.t.us()},
-                      {"args", {{"GiB", static_cast<double>(m.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
+    append_trace_memory(events, m.cls, m.t.us(), m.bytes);
   }
-  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  return trace_document(std::move(events));
 }
 
 }  // namespace fsdp::sim

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/subcommands.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace fsdp::cli {
+namespace {
+
+using testing::run_command;
+
+// Layout size minus the sum of numels for one unit's shapes, read from `fsdpsim layout`.
+std::int64_t layout_padding(const std::string& shapes, const std::string& dp) {
+  const auto r = run_command(run_layout_command, {"--shapes", shapes, "--dp", dp,
+                                                  "--format", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::int64_t numel = 0;
+  for (const auto& t : j.at("tensors")) {
+    numel += t.at("numel").get<std::int64_t>();
+  }
+  return j.at("size").get<std::int64_t>() - numel;
+}
+
+TEST(SimulateCommandTest, DefaultRunIsARealSimulation) {
+  const auto r = run_command(run_simulate_command, {});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("model llama-3-8b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peak memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("padding: "), std::string::npos) << r.out;
+}
+
+TEST(SimulateCommandTest, JsonCarriesStepTimeAndPadding) {
+  const auto r = run_command(run_simulate_command, {"--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("step_time_ps").get<std::int64_t>(), 0) << r.out.substr(0, 400);
+  const auto& p = j.at("padding");
+  const auto flat = p.at("flat_elements").get<std::int64_t>();
+  const auto data = p.at("data_elements").get<std::int64_t>();
+  EXPECT_EQ(data, 8030261248);  // Llama 3 8B's parameter count: every parameter is laid out
+  EXPECT_EQ(p.at("padding_elements").get<std::int64_t>(), flat - data);
+  EXPECT_GE(flat, data);
+}
+
+// The padding the simulator reports is what the layouts themselves say, unit by unit.
+TEST(SimulateCommandTest, PaddingEqualsTheLayoutsOwnPadding) {
+  const std::string model = std::string(FSDP_SOURCE_DIR) + "/tests/cli/testdata/padding.json";
+  const auto r = run_command(run_simulate_command,
+                             {"--model", model, "--mesh", "dp=3", "--format", "json",
+                              "--seq-len", "4", "--microbatches", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(r.out).at("padding");
+  const std::int64_t expected = layout_padding("7x5,3", "3") + layout_padding("2x9", "3");
+  EXPECT_GT(expected, 0);
+  EXPECT_EQ(p.at("padding_elements").get<std::int64_t>(), expected);
+  EXPECT_EQ(p.at("data_elements").get<std::int64_t>(), 7 * 5 + 3 + 2 * 9);
+  // bf16 compute: two bytes per padding element in every full gather.
+  EXPECT_EQ(p.at("gathered_padding_bytes").get<std::int64_t>(), 2 * expected);
+}
+
+TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--microbatches", "0"},
+      {"--model", "no-such-model"},
+      {"--mesh", "dp=0"},
+      {"--hardware", "no-such-gpu"},
+      {"--straggler", "rank=x"},
+  };
+  for (const auto& args : cases) {
+    const auto r = run_command(run_simulate_command, args);
+    EXPECT_NE(r.code, 0) << args[0] << " " << args[1];
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    ASSERT_FALSE(r.err.empty()) << args[0];
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+  EXPECT_EQ(run_command(run_simulate_command, {"--format", "xml"}).code, 2);
+}
+
+}  // namespace
+}  // namespace fsdp::cli
