@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The PADDED builder reproduces the reference's quadratic first-fit algorithm (spec §2.2) exactly,
-// with two segment trees instead of rescans; docs/design/layouts.md gives the argument.
+// with a bucketed segment tree (conjugates) and a successor set (gap fill) instead of rescans;
+// docs/design/layouts.md §3 gives the argument.
 #include "core/layout/layout_builder.h"
 
 #include "core/base/check.h"
@@ -8,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/layout/internal/radix_sort.h"
 #include "core/layout/internal/row_alignment.h"
+#include "core/layout/internal/successor_set.h"
 #include "core/layout/layout_validation.h"
 
 #include <algorithm>
@@ -68,49 +70,40 @@ Expected<RowAtomicInputs> check_row_atomic_inputs(std::span<const Shape> shapes,
 }
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+static_assert(internal::SuccessorSet::kNone == kNone);
 
-// Min segment tree over a fixed number of leaves with "leftmost leaf <= threshold" descent. Leaves
-// hold kInactive (T's maximum) when inactive; every active value and every threshold must be below
-// it. T is uint32 when the chunk allows, which halves the trees.
+// Leftmost index whose value is <= a threshold, over a fixed array of values that only ever become
+// kInactive (T's maximum; every active value and every threshold must be below it). The values sit
+// in buckets of one cache line and a min segment tree holds the bucket minima, so a query descends
+// a tree 16 times smaller than one with a leaf per value (it stays in L2 at a million tensors) and
+// then scans one bucket. T is uint32 when the chunk allows.
 template <typename T>
-class MinTree {
+class BucketMinTree {
  public:
   static constexpr T kInactive = std::numeric_limits<T>::max();
+  static constexpr std::size_t kBucket = 64 / sizeof(T);
 
-  explicit MinTree(std::size_t n) {
-    while (base_ < n) {
+  explicit BucketMinTree(std::size_t n) : value_((n + kBucket - 1) / kBucket * kBucket, kInactive) {
+    while (base_ < value_.size() / kBucket) {
       base_ *= 2;
     }
     node_.assign(2 * base_, kInactive);
   }
-  // Sets a leaf without updating its ancestors; build() then restores them.
-  void init_leaf(std::size_t leaf, std::int64_t value) {
-    node_[leaf + base_] = static_cast<T>(value);
-  }
-  // Recomputes every inner node from the leaves in O(n).
+  // Sets a value; build() then computes the minima.
+  void init(std::size_t i, std::int64_t value) { value_[i] = static_cast<T>(value); }
+  // Recomputes every bucket minimum and inner node in O(n).
   void build() {
+    for (std::size_t b = 0; b * kBucket < value_.size(); ++b) {
+      node_[base_ + b] = bucket_min(b);
+    }
     for (std::size_t v = base_ - 1; v >= 1; --v) {
       node_[v] = std::min(node_[2 * v], node_[2 * v + 1]);
     }
   }
-  void set(std::size_t leaf, std::int64_t value) { set_raw(leaf, static_cast<T>(value)); }
-  void deactivate(std::size_t leaf) { set_raw(leaf, kInactive); }
-  // Leftmost leaf with value <= threshold, or kNone.
-  std::size_t leftmost_at_most(std::int64_t threshold) const {
-    if (static_cast<std::int64_t>(node_[1]) > threshold) {
-      return kNone;
-    }
-    std::size_t v = 1;
-    while (v < base_) {
-      v = static_cast<std::int64_t>(node_[2 * v]) <= threshold ? 2 * v : 2 * v + 1;
-    }
-    return v - base_;
-  }
-
- private:
-  void set_raw(std::size_t leaf, T value) {
-    std::size_t v = leaf + base_;
-    node_[v] = value;
+  void deactivate(std::size_t i) {
+    value_[i] = kInactive;
+    std::size_t v = base_ + i / kBucket;
+    node_[v] = bucket_min(i / kBucket);
     for (v /= 2; v >= 1; v /= 2) {
       const T m = std::min(node_[2 * v], node_[2 * v + 1]);
       if (node_[v] == m) {
@@ -119,8 +112,30 @@ class MinTree {
       node_[v] = m;
     }
   }
+  // Leftmost index with value <= threshold, or kNone.
+  std::size_t leftmost_at_most(std::int64_t threshold) const {
+    if (static_cast<std::int64_t>(node_[1]) > threshold) {
+      return kNone;
+    }
+    std::size_t v = 1;
+    while (v < base_) {
+      v = static_cast<std::int64_t>(node_[2 * v]) <= threshold ? 2 * v : 2 * v + 1;
+    }
+    std::size_t i = (v - base_) * kBucket;  // the bucket's minimum is <= threshold
+    while (static_cast<std::int64_t>(value_[i]) > threshold) {
+      ++i;
+    }
+    return i;
+  }
+
+ private:
+  T bucket_min(std::size_t b) const {
+    const auto first = value_.begin() + static_cast<std::ptrdiff_t>(b * kBucket);
+    return *std::min_element(first, first + kBucket);
+  }
 
   std::size_t base_ = 1;
+  std::vector<T> value_;
   std::vector<T> node_;
 };
 
@@ -139,13 +154,49 @@ struct PaddedPlacement {
   std::int64_t end = 0;
 };
 
+// A regular in id order: what the pops and the conjugate search read about it, in 16 bytes.
+template <typename Idx>
+struct RegularRecord {
+  std::int64_t numel = 0;
+  Idx id = 0;
+  bool used = false;  // popped or taken as a conjugate
+};
+
+// The fragment at position p of the global order: everything the gap fill reads about it, in one
+// record (16 bytes when Idx and Val are uint32), so a visit costs one cache miss, not four.
+template <typename Idx, typename Val>
+struct FragmentRecord {
+  Val numel = 0;
+  Val align = 0;
+  Idx id = 0;
+  Idx next = 0;  // the next position of its class, or the maximum of Idx
+};
+
+// A fragment in id order, before the sort: its id and alignment.
+template <typename Idx, typename Val>
+struct FragmentIdAlign {
+  Idx id = 0;
+  Val align = 0;
+};
+
+// Row size without a call for the 1- and 2-D shapes that dominate parameter groups.
+std::int64_t fast_row_size(const Shape& shape) {
+  if (shape.ndim() == 1) {
+    return 1;
+  }
+  return shape.ndim() == 2 ? shape.dim(1) : shape.row_size();
+}
+
 // The PADDED offsets of §2.2 (inputs already checked, so every alignment block_size * row_size
 // fits int64). Idx holds a tensor id or fragment position, and its maximum means "none": uint32
-// when n < 2^32 - 1, which halves the index arrays. Val holds the trees' values (numels below the
-// chunk, and remainders mod the chunk): uint32 when chunk < 2^32 - 1.
+// when n < 2^32 - 1, which halves the index arrays. Val holds fragments' numels and alignments
+// and the regulars' remainders mod the chunk: uint32 when chunk < 2^32 - 1. The data structures
+// and why they give the reference's result: docs/design/layouts.md §3.2-3.4.
 template <typename Idx, typename Val>
 Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
                                               std::int64_t block_size, std::int64_t chunk) {
+  constexpr bool kPackedKeys = sizeof(Idx) == 4 && sizeof(Val) == 4;
+  constexpr Idx kNoNext = std::numeric_limits<Idx>::max();
   const std::size_t n = shapes.size();
   PaddedPlacement out;
   std::vector<std::int64_t>& offsets = out.offsets;
@@ -165,129 +216,172 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     return internal::tensor_name(static_cast<std::int64_t>(i), shapes[i]);
   };
 
-  // Step 3: regulars in id order; fragments in the global order (numel desc, id asc), which a
-  // stable radix sort on (max_numel - numel) over the id-ordered fragments yields directly.
-  // numel by id: the walks below index it randomly, and it is far smaller than the shapes.
-  std::vector<std::int64_t>& numel_of = out.numel_of;
+  // Step 3: regulars in id order; fragments in the global order (numel desc, id asc). A stable
+  // radix sort on chunk - 1 - numel over the fragments in id order yields it directly; the sort
+  // carries each fragment's index f among the fragments, and f finds its id and alignment.
+  std::vector<std::int64_t>& numel_of = out.numel_of;  // by id, for GlobalLayout's check
   numel_of.resize(n);
   std::size_t num_regulars = 0;
-  std::int64_t max_frag_numel = 0;
   for (std::size_t i = 0; i < n; ++i) {
     numel_of[i] = shapes[i].numel();
     if (numel_of[i] >= chunk) {
       ++num_regulars;
-    } else {
-      max_frag_numel = std::max(max_frag_numel, numel_of[i]);
     }
   }
   const std::size_t num_frags = n - num_regulars;
-  std::vector<Idx> regulars;
+  std::vector<RegularRecord<Idx>> regulars;
   regulars.reserve(num_regulars);
-  // Per position p of the global order: tensor id, numel, alignment (contiguous for the walks).
-  std::vector<Idx> pos_id(num_frags);
-  if constexpr (sizeof(Idx) == 4 && sizeof(Val) == 4) {
-    // Key (< chunk < 2^32) and id packed into one word: half the memory of KeyIndex.
-    std::vector<std::uint64_t> frag_keys;
-    frag_keys.reserve(num_frags);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t numel = numel_of[i];
-      if (numel >= chunk) {
-        regulars.push_back(static_cast<Idx>(i));
-      } else {
-        frag_keys.push_back(static_cast<std::uint64_t>(max_frag_numel - numel) << 32 | i);
-      }
-    }
-    internal::stable_radix_sort_by_high_bits(frag_keys, 32);
-    for (std::size_t p = 0; p < num_frags; ++p) {
-      pos_id[p] = static_cast<Idx>(frag_keys[p] & 0xFFFFFFFFU);
-    }
+  std::vector<FragmentIdAlign<Idx, Val>> frag_by_f;
+  frag_by_f.reserve(num_frags);
+  std::vector<std::uint64_t> packed_keys;     // key << 32 | f, when kPackedKeys
+  std::vector<internal::KeyIndex> key_pairs;  // (key, f) otherwise
+  if constexpr (kPackedKeys) {
+    packed_keys.reserve(num_frags);
   } else {
-    std::vector<internal::KeyIndex> frag_keys;
-    frag_keys.reserve(num_frags);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t numel = numel_of[i];
-      if (numel >= chunk) {
-        regulars.push_back(static_cast<Idx>(i));
-      } else {
-        frag_keys.push_back({static_cast<std::uint64_t>(max_frag_numel - numel), i});
-      }
-    }
-    internal::stable_radix_sort(frag_keys);
-    for (std::size_t p = 0; p < num_frags; ++p) {
-      pos_id[p] = static_cast<Idx>(frag_keys[p].index);
-    }
+    key_pairs.reserve(num_frags);
   }
-  // Both fit Val: a fragment's numel is below the chunk, and its alignment divides the chunk.
-  std::vector<Val> pos_numel(num_frags);
-  std::vector<Val> pos_align(num_frags);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t numel = numel_of[i];
+    if (numel >= chunk) {
+      regulars.push_back({numel, static_cast<Idx>(i), false});
+      continue;
+    }
+    const auto key = static_cast<std::uint64_t>(chunk - 1 - numel);
+    const std::size_t f = frag_by_f.size();
+    if constexpr (kPackedKeys) {
+      packed_keys.push_back(key << 32 | f);
+    } else {
+      key_pairs.push_back({key, f});
+    }
+    // Fits Val: a fragment's alignment divides the chunk.
+    frag_by_f.push_back(
+        {static_cast<Idx>(i), static_cast<Val>(block_size * fast_row_size(shapes[i]))});
+  }
+  if constexpr (kPackedKeys) {
+    internal::stable_radix_sort_by_high_bits(packed_keys, 32);
+  } else {
+    internal::stable_radix_sort(key_pairs);
+  }
+  const auto key_at = [&](std::size_t p) -> internal::KeyIndex {
+    if constexpr (kPackedKeys) {
+      return {packed_keys[p] >> 32, packed_keys[p] & 0xFFFFFFFFU};
+    } else {
+      return key_pairs[p];
+    }
+  };
+  std::vector<FragmentRecord<Idx, Val>> frags(num_frags);
+  std::vector<Val> pos_numel(num_frags);  // frags[p].numel, dense for first_at_most's last probes
+  constexpr std::size_t kPrefetchAhead = 16;  // the gathers below are independent misses
   for (std::size_t p = 0; p < num_frags; ++p) {
-    const std::size_t id = pos_id[p];
-    pos_numel[p] = static_cast<Val>(numel_of[id]);
-    pos_align[p] = static_cast<Val>(block_size * shapes[id].row_size());
+    if (p + kPrefetchAhead < num_frags) {
+      __builtin_prefetch(&frag_by_f[key_at(p + kPrefetchAhead).index]);
+    }
+    const internal::KeyIndex k = key_at(p);
+    const FragmentIdAlign<Idx, Val>& fa = frag_by_f[k.index];
+    // Fits Val: a fragment's numel is below the chunk.
+    pos_numel[p] = static_cast<Val>(chunk - 1 - static_cast<std::int64_t>(k.key));
+    frags[p] = {pos_numel[p], fa.align, fa.id, kNoNext};
   }
+  frag_by_f = {};
+  packed_keys = {};
+  key_pairs = {};
 
   // Fragment classes: whether a fragment fits a gap depends only on (numel, alignment), and the
   // reference always takes the first remaining fragment that fits, so a class is consumed in
-  // position order. Only each class's first remaining fragment (its head) is in the tree;
-  // class_next[p] links p to the next position of its class. Equal numels are contiguous in the
-  // global order, so one forward pass with per-alignment "last seen in this numel run" slots
-  // builds the links.
-  constexpr Idx kNoNext = std::numeric_limits<Idx>::max();
-  std::vector<Idx> class_next(num_frags, kNoNext);
-  MinTree<Val> frag_tree(num_frags);  // leaves: class heads' numels, set below
+  // position order. Only each class's first remaining fragment (its head) is live; next links
+  // each position to the next of its class. Equal numels are contiguous in the global order: a
+  // numel run of one fragment is its own class, and a longer run links its members through
+  // per-alignment "last seen in this run" slots.
+  internal::SuccessorSet live(num_frags);  // live class heads (minus the gap's blocked ones)
   {
     std::unordered_map<std::int64_t, std::size_t> align_slot;
     std::vector<std::size_t> slot_last;  // last position seen with this alignment
     std::vector<std::size_t> slot_run;   // numel run in which it was seen
     std::size_t run = 0;
-    for (std::size_t p = 0; p < num_frags; ++p) {
-      if (p > 0 && pos_numel[p] != pos_numel[p - 1]) {
-        ++run;
+    for (std::size_t p = 0; p < num_frags;) {
+      std::size_t end = p + 1;
+      while (end < num_frags && frags[end].numel == frags[p].numel) {
+        ++end;
       }
-      const auto [it, inserted] = align_slot.try_emplace(pos_align[p], slot_last.size());
-      if (inserted) {
-        slot_last.push_back(kNone);
-        slot_run.push_back(kNone);
+      if (end - p == 1) {
+        live.insert(p);
+        p = end;
+        continue;
       }
-      const std::size_t slot = it->second;
-      if (slot_run[slot] == run) {
-        class_next[slot_last[slot]] = static_cast<Idx>(p);
-      } else {
-        frag_tree.init_leaf(p, pos_numel[p]);  // class head
+      ++run;
+      for (; p < end; ++p) {
+        const auto [it, inserted] = align_slot.try_emplace(frags[p].align, slot_last.size());
+        if (inserted) {
+          slot_last.push_back(kNone);
+          slot_run.push_back(0);
+        }
+        const std::size_t slot = it->second;
+        if (slot_run[slot] == run) {
+          frags[slot_last[slot]].next = static_cast<Idx>(p);
+        } else {
+          live.insert(p);  // class head
+        }
+        slot_last[slot] = p;
+        slot_run[slot] = run;
       }
-      slot_last[slot] = p;
-      slot_run[slot] = run;
     }
   }
-  frag_tree.build();
-  std::vector<char> placed(num_frags, 0);
+  // The first position whose numel is <= a threshold: numels do not increase with the position,
+  // so a binary search over every kStride-th numel (a small array, in cache) narrows it to one
+  // stride of pos_numel (one cache line).
+  constexpr std::size_t kStride = 16;
+  std::vector<Val> stride_numel((num_frags + kStride - 1) / kStride);
+  for (std::size_t j = 0; j < stride_numel.size(); ++j) {
+    stride_numel[j] = pos_numel[j * kStride];
+  }
+  const auto first_at_most = [&](std::int64_t threshold) -> std::size_t {
+    if (threshold < 0) {
+      return num_frags;
+    }
+    const auto above = [threshold](Val v) { return static_cast<std::int64_t>(v) > threshold; };
+    const auto j = static_cast<std::size_t>(
+        std::partition_point(stride_numel.begin(), stride_numel.end(), above) -
+        stride_numel.begin());
+    // Positions up to (j - 1) * kStride are above the threshold; j * kStride is not.
+    std::size_t lo = j == 0 ? 0 : (j - 1) * kStride + 1;
+    std::size_t hi = std::min(j * kStride, num_frags);
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (above(pos_numel[mid])) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  };
+  std::vector<std::uint64_t> placed((num_frags + 63) / 64, 0);  // bit p: fragment p is placed
 
-  // Conjugate candidates: numel % chunk of each unconsumed regular (inactive when 0 or consumed).
+  // Conjugate candidates: numel % chunk of each unused regular (inactive when 0 or used).
   const std::size_t num_regs = regulars.size();
-  MinTree<Val> reg_tree(num_regs);
+  BucketMinTree<Val> reg_tree(num_regs);
   for (std::size_t q = 0; q < num_regs; ++q) {
-    const std::int64_t rc = numel_of[regulars[q]] % chunk;
+    const std::int64_t rc = regulars[q].numel % chunk;
     if (rc != 0) {
-      reg_tree.init_leaf(q, rc);
+      reg_tree.init(q, rc);
     }
   }
   reg_tree.build();
-  std::vector<char> consumed(num_regs, 0);
 
   std::vector<std::size_t> blocked;  // class heads that failed in the current gap
   std::int64_t next = 0;
   std::size_t head = 0;
   while (true) {
-    while (head < num_regs && consumed[head] != 0) {
+    while (head < num_regs && regulars[head].used) {
       ++head;
     }
     if (head == num_regs) {
       break;
     }
     // Step 4: pop the first regular T.
-    const std::size_t t = regulars[head];
-    const std::int64_t t_numel = numel_of[t];
-    consumed[head] = 1;
+    const std::size_t t = regulars[head].id;
+    const std::int64_t t_numel = regulars[head].numel;
+    regulars[head].used = true;
     reg_tree.deactivate(head);
     ++head;
     offsets[t] = next;
@@ -306,65 +400,68 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     }
     std::int64_t gap_end = next;
     std::size_t conjugate = kNone;
+    std::int64_t conjugate_numel = 0;
     // 4c: the first remaining regular (in id order; all remaining ones follow T) with
     // 0 < rc <= chunk - rem.
     const std::size_t q = reg_tree.leftmost_at_most(chunk - rem);
     if (q != kNone) {
-      const std::size_t c = regulars[q];
-      consumed[q] = 1;
+      RegularRecord<Idx>& c = regulars[q];
+      c.used = true;
       reg_tree.deactivate(q);
-      const std::int64_t rc = numel_of[c] % chunk;
-      offsets[c] = next - rc;
-      conjugate = c;
-      gap_end = offsets[c];
-      if (!checked_add(next, numel_of[c] - rc, &next)) {
-        return overflow_error(str_cat("placing conjugate ", name(c)));
+      const std::int64_t rc = c.numel % chunk;
+      conjugate = c.id;
+      conjugate_numel = c.numel;
+      offsets[conjugate] = next - rc;
+      gap_end = offsets[conjugate];
+      if (!checked_add(next, c.numel - rc, &next)) {
+        return overflow_error(str_cat("placing conjugate ", name(conjugate)));
       }
     }
     // 4d: repeatedly place the first remaining fragment (global order) that fits. A fragment the
     // reference skips earlier in the walk cannot fit later because gap_start only grows, so "first
     // after the cursor" equals "first overall"; a class that fails is masked until the gap ends.
     while (true) {
-      const std::size_t p = frag_tree.leftmost_at_most(gap_end - gap_start);
+      const std::size_t p = live.next_at_or_after(first_at_most(gap_end - gap_start));
       if (p == kNone) {
         break;
       }
+      const FragmentRecord<Idx, Val> f = frags[p];
+      live.erase(p);
       std::int64_t at = 0;
-      if (checked_pad(gap_start, pos_align[p], &at) && at <= gap_end - pos_numel[p]) {
-        offsets[pos_id[p]] = at;
-        placed_at(pos_id[p], pos_numel[p]);
-        gap_start = at + pos_numel[p];
-        placed[p] = 1;
-        frag_tree.deactivate(p);
-        if (class_next[p] != kNoNext) {
-          frag_tree.set(class_next[p], pos_numel[class_next[p]]);
+      if (checked_pad(gap_start, f.align, &at) && at <= gap_end - f.numel) {
+        offsets[f.id] = at;
+        placed_at(f.id, f.numel);
+        gap_start = at + f.numel;
+        placed[p / 64] |= std::uint64_t{1} << (p % 64);
+        if (f.next != kNoNext) {
+          live.insert(f.next);
         }
       } else {
-        frag_tree.deactivate(p);
         blocked.push_back(p);
       }
     }
     for (const std::size_t p : blocked) {
-      frag_tree.set(p, pos_numel[p]);
+      live.insert(p);
     }
     blocked.clear();
     if (conjugate != kNone) {
-      placed_at(conjugate, numel_of[conjugate]);  // at gap_end, after the gap's fragments
+      placed_at(conjugate, conjugate_numel);  // at gap_end, after the gap's fragments
     }
   }
 
   // Step 5: the tail, in global fragment order.
   for (std::size_t p = 0; p < num_frags; ++p) {
-    if (placed[p] != 0) {
+    if ((placed[p / 64] >> (p % 64) & 1U) != 0) {
       continue;
     }
-    if (!checked_pad(next, pos_align[p], &next)) {
-      return overflow_error(str_cat("aligning ", name(pos_id[p]), " in the tail"));
+    const FragmentRecord<Idx, Val>& f = frags[p];
+    if (!checked_pad(next, f.align, &next)) {
+      return overflow_error(str_cat("aligning ", name(f.id), " in the tail"));
     }
-    offsets[pos_id[p]] = next;
-    placed_at(pos_id[p], pos_numel[p]);
-    if (!checked_add(next, pos_numel[p], &next)) {
-      return overflow_error(str_cat("placing ", name(pos_id[p]), " in the tail"));
+    offsets[f.id] = next;
+    placed_at(f.id, f.numel);
+    if (!checked_add(next, f.numel, &next)) {
+      return overflow_error(str_cat("placing ", name(f.id), " in the tail"));
     }
   }
   out.end = next;

@@ -105,6 +105,14 @@ TEST(LayoutBuilderDifferentialTest, LargeInputs) {
   run_scenario({{1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 20, 24, 30}, 20, 1500, 0.05}, 10, 17000);
 }
 
+TEST(LayoutBuilderDifferentialTest, WideChunkUsesInt64Records) {
+  // Row sizes of k * 2^32 make the chunk 12 * 2^32 >= 2^32 - 1, so the builder's records, trees and
+  // fragment sort take their 64-bit form instead of the uint32 one the other scenarios use.
+  constexpr std::int64_t kWide = std::int64_t{1} << 32;
+  run_scenario({{kWide, 2 * kWide, 3 * kWide, 4 * kWide, 6 * kWide, 12 * kWide}, 8, 40, 0.1}, 300,
+               21000);
+}
+
 TEST(LayoutBuilderDifferentialTest, RepeatedAlignmentFailures) {
   // Chunk 12. (7,2) leaves gap [14, 24); its conjugate (8,2) starts at 20, so the gap is [14, 20)
   // of length 6: (1,6) needs pad(14, 6) = 18 and fails every time while (1,4) fits at 16. Many
