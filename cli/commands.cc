@@ -25,6 +25,10 @@ std::span<const Command> all_commands() {
               &run_commbench_command},
       Command{"sweep", "simulate many meshes and policies; the Pareto front of speed vs memory",
               &run_sweep_command},
+      Command{"calibrate", "measure this machine for the CPU backend; a hardware file to simulate",
+              &run_calibrate_command},
+      Command{"compare", "line up a simulated and a measured trace op by op; predicted vs measured",
+              &run_compare_command},
   };
   return kCommands;
 }

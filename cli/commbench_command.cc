@@ -3,7 +3,9 @@
 // per message size next to a plain MPI loop of the same size (backends/cpu/comm_bench.h).
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/comm_bench.h"
@@ -16,13 +18,15 @@ namespace po = boost::program_options;
 namespace fsdp::cli {
 namespace {
 
-constexpr std::string_view kUsage = "commbench [--sizes LIST] [--iters N]  (under mpirun)";
+constexpr std::string_view kUsage =
+    "commbench [--sizes LIST] [--iters N] [--repeats R]  (under mpirun)";
 
 constexpr std::string_view kDescription =
     "Measures, per total message size, the bus bandwidth ((n-1)/n x bytes / time, as nccl-tests)\n"
     "of all-gather and reduce-scatter issued through the CPU backend (a device stream task\n"
     "calling the MPI communicator, as the executor does) next to a plain MPI_Allgatherv /\n"
-    "MPI_Reduce_scatter loop, and the wrapper's overhead. Needs mpirun.\n\n"
+    "MPI_Reduce_scatter loop of the same counts, and the wrapper's overhead: the median of\n"
+    "R alternating blocks of N calls per side. Needs mpirun.\n\n"
     "example:\n"
     "  mpirun -np 4 fsdpsim commbench --sizes 1MiB,16MiB --iters 20";
 
@@ -51,7 +55,7 @@ Expected<std::vector<std::int64_t>> parse_sizes(const std::string& text) {
     }
     const std::string unit = item.substr(end);
     const std::int64_t mult = unit.empty() ? 1 : unit == "KiB" ? 1024 : unit == "MiB" ? 1 << 20 : 0;
-    if (end == 0 || mult == 0 || v <= 0) {
+    if (end == 0 || mult == 0 || v <= 0 || v > std::numeric_limits<std::int64_t>::max() / mult) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("--sizes item '", item, "' is not a positive size like 4096, 64KiB or 16MiB"));
     }
@@ -65,13 +69,16 @@ Expected<std::vector<std::int64_t>> parse_sizes(const std::string& text) {
 int run_commbench_command(std::span<const std::string> args, Io& io) {
   po::options_description desc("options");
   std::string sizes_text = "1MiB,16MiB";
-  std::int64_t iters = 20;
-  double timeout = 120.0;
+  cpu::CommBenchOptions options;
   desc.add_options()
       ("sizes", po::value(&sizes_text)->default_value("1MiB,16MiB"),
        "total bytes per collective, comma-separated (KiB, MiB suffixes)")
-      ("iters", po::value(&iters)->default_value(20), "timed calls per size and kind")
-      ("timeout", po::value(&timeout)->default_value(120.0), "seconds a collective may take");
+      ("iters", po::value(&options.iters)->default_value(options.iters),
+       "timed calls per block")
+      ("repeats", po::value(&options.repeats)->default_value(options.repeats),
+       "blocks per side, alternating backend and plain; the median block counts")
+      ("timeout", po::value(&options.timeout_s)->default_value(options.timeout_s),
+       "seconds a collective may take");
   po::variables_map vm;
   if (auto done = parse_command_line("commbench", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
@@ -84,16 +91,18 @@ int run_commbench_command(std::span<const std::string> args, Io& io) {
     return report_error(io, Error(ErrorCode::kFailedPrecondition,
                                   "commbench needs mpirun (e.g. mpirun -np 4 fsdpsim commbench)"));
   }
-  auto session = cpu::MpiSession::init();
+  auto session = cpu::MpiSession::get();
   if (!session) {
     return report_error(io, session.error());
   }
-  auto rows = cpu::bench_collectives(**session, *sizes, iters, timeout);
+  options.total_bytes = std::move(*sizes);
+  auto rows = cpu::bench_collectives(**session, options);
   if (!rows) {
     return report_error(io, rows.error());
   }
   if ((*session)->rank() == 0) {
-    io.out << "ranks " << (*session)->size() << ", " << iters << " calls per row\n";
+    io.out << "ranks " << (*session)->size() << ", median of " << options.repeats
+           << " blocks of " << options.iters << " calls per side\n";
     io.out << "kind            bytes      backend_ms  backend_GB/s  plain_ms  plain_GB/s  overhead\n";
     for (const cpu::CommBenchRow& r : *rows) {
       char line[160];

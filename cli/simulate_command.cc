@@ -169,6 +169,9 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (!hardware) {
     return report_error(io, hardware.error());
   }
+  if (vm["sm-slowdown"].defaulted()) {  // a calibrated file's measured slowdown, if it has one
+    sim_options.cost = sim::calibrated_cost_options(sim_options.cost, *hardware);
+  }
   auto schedule = build_schedule_from_options(options);
   if (!schedule) {
     return report_error(io, schedule.error());

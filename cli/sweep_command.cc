@@ -11,8 +11,8 @@
 #include <streambuf>
 #include <thread>
 
+#include "backends/cpu/mpi_session.h"
 #include "cli/command.h"
-#include "cli/mpi_session.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "cli/sweep.h"
@@ -226,11 +226,11 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
 }  // namespace
 
 int run_sweep_command(std::span<const std::string> args, Io& io) {
-  auto session = MpiSession::get();
+  auto session = cpu::MpiSession::get();
   if (!session) {
     return report_error(io, session.error());
   }
-  const MpiSession& mpi = **session;
+  const cpu::MpiSession& mpi = **session;
   // Every rank parses and validates the same arguments; only rank 0 speaks.
   NullBuffer null_buffer;
   std::ostream null_stream(&null_buffer);

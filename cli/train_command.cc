@@ -2,7 +2,9 @@
 // `fsdpsim train`: trains the small decoder model (backends/model/decoder.h) for real by executing
 // the schedule IR op for op (backends/exec). Under mpirun every MPI rank is one mesh rank (MPI
 // communicators); otherwise the ranks are threads of this process (in-process communicators).
-// Prints the loss per step; --check compares with the unsharded reference.
+// --backend cuda runs the same executor on GPUs (CudaDevice; NCCL under mpirun, the device
+// in-process communicators otherwise). Prints the loss per step; --check compares with the
+// unsharded reference.
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -19,8 +21,13 @@
 #include "backends/exec/trainer.h"
 #include "cli/command.h"
 #include "cli/subcommands.h"
+#include "cli/train_options.h"
 #include "core/base/strings.h"
 #include "core/schedule/trace_events.h"
+
+#if defined(FSDP_HAS_CUDA)
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +36,8 @@ namespace po = boost::program_options;
 namespace fsdp::cli {
 namespace {
 
-constexpr std::string_view kUsage = "train [--backend cpu] [--mesh AXES] [--steps N] [options]";
+constexpr std::string_view kUsage =
+    "train [--backend cpu|cuda] [--mesh AXES] [--steps N] [options]";
 
 constexpr std::string_view kDescription =
     "Trains a small decoder model (embedding, blocks of x + W2 gelu(W1 rmsnorm(x)), a head with\n"
@@ -37,51 +45,22 @@ constexpr std::string_view kDescription =
     "buffers and collectives `fsdpsim schedule` prints. Under mpirun each MPI rank is one mesh\n"
     "rank; without it the ranks run as threads of this process. Prints the loss of every step.\n"
     "--check compares losses and final weights with unsharded training (relative error <= 1e-5)\n"
-    "and exits 1 on a mismatch.\n\n"
+    "and exits 1 on a mismatch. --backend cuda runs on GPUs (in-process ranks share GPU 0;\n"
+    "under mpirun NCCL, rank r on GPU r mod count).\n\n"
     "examples:\n"
     "  fsdpsim train --mesh dp=4 --steps 20\n"
     "  mpirun -np 4 fsdpsim train --backend cpu --mesh dp=4 --steps 20 --check\n"
+    "  fsdpsim train --backend cuda --mesh dp=2 --steps 5 --check\n"
     "  fsdpsim train --mesh outer=2,inner=2 --strategy hfsdp --microbatches 4 --check";
 
 constexpr double kTolerance = 1e-5;
 
 struct TrainArgs {
   std::string backend = "cpu";
-  std::string strategy = "zero3";
-  std::string shard_layout = "padded";
-  std::string prefetch = "next(1)";
-  std::string optimizer = "adam";
-  std::string main_params = "fp32";
-  std::int64_t max_inflight = 0;
-  bool unified_streams = false;
   bool check = false;
   std::string trace;
   std::int64_t stall_rank = -1;  // fault injection for tests: this MPI rank never joins
 };
-
-// *out = the value of `parsed`, or its error prefixed with the option's name.
-template <class T>
-Status take(Expected<T> parsed, std::string_view option, T* out) {
-  if (!parsed) {
-    return parsed.error().with_context(option);
-  }
-  *out = std::move(*parsed);
-  return ok_status();
-}
-
-Expected<exec::TrainSpec> make_spec(const TrainArgs& args, exec::TrainSpec spec) {
-  FSDP_RETURN_IF_ERROR(take(parse_strategy(args.strategy), "--strategy", &spec.strategy));
-  FSDP_RETURN_IF_ERROR(
-      take(parse_shard_layout(args.shard_layout), "--shard-layout", &spec.shard_layout));
-  PrefetchPolicy prefetch;
-  FSDP_RETURN_IF_ERROR(take(parse_prefetch_policy(args.prefetch), "--prefetch", &prefetch));
-  FSDP_RETURN_IF_ERROR(
-      take(SchedulePolicy::make(prefetch, prefetch, args.max_inflight, args.unified_streams),
-           "--max-inflight-all-gathers", &spec.schedule));
-  FSDP_RETURN_IF_ERROR(take(parse_optimizer_kind(args.optimizer), "--optimizer", &spec.optimizer));
-  FSDP_RETURN_IF_ERROR(take(parse_dtype(args.main_params), "--main-params", &spec.main_params));
-  return spec;
-}
 
 // The measured timeline in the simulator's Chrome-trace format (sim/report/sim_report.h): op
 // names "<kind> <unit>", category = phase, one process per rank, one thread per stream, times in
@@ -142,9 +121,24 @@ bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult
   return ok;
 }
 
-int run_mpi(const exec::TrainSpec& spec, bool check, const std::string& trace,
-            std::int64_t stall_rank, Io& io) {
-  auto session = cpu::MpiSession::init();
+// This MPI rank's device and communicators for `backend` ("cpu" or, when built, "cuda").
+Expected<exec::RankEnv> mpi_rank_env(const std::string& backend, cpu::MpiSession& session,
+                                     const DeviceMesh& mesh, double timeout_s) {
+#if defined(FSDP_HAS_CUDA)
+  if (backend == "cuda") {
+    return cuda::make_mpi_rank_env(mesh, session.rank());
+  }
+#endif
+  (void)backend;
+  exec::RankEnv env;
+  FSDP_TRY(env.comms, cpu::make_mpi_communicators(session, mesh, timeout_s));
+  env.device = std::make_unique<cpu::CpuDevice>(str_cat("rank ", session.rank()));
+  return env;
+}
+
+int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
+            const std::string& trace, std::int64_t stall_rank, Io& io) {
+  auto session = cpu::MpiSession::get();
   if (!session) {
     return report_error(io, session.error());
   }
@@ -153,9 +147,9 @@ int run_mpi(const exec::TrainSpec& spec, bool check, const std::string& trace,
   if (!setup) {
     return report_error(io, setup.error());
   }
-  auto comms = cpu::make_mpi_communicators(**session, setup->config.mesh(), spec.timeout_s);
-  if (!comms) {
-    return report_error(io, comms.error());
+  auto env = mpi_rank_env(backend, **session, setup->config.mesh(), spec.timeout_s);
+  if (!env) {
+    return report_error(io, env.error());
   }
   if ((*session)->rank() == stall_rank) {
     // A rank that never joins: its peers' watchdogs must end the job within the timeout.
@@ -163,8 +157,7 @@ int run_mpi(const exec::TrainSpec& spec, bool check, const std::string& trace,
   }
   int status = kExitOk;
   {
-    cpu::CpuDevice device(str_cat("rank ", (*session)->rank()));
-    auto result = exec::train_rank(*setup, spec, (*session)->rank(), device, **comms,
+    auto result = exec::train_rank(*setup, spec, (*session)->rank(), *env->device, *env->comms,
                                    [&](std::int64_t step, double loss) {
                                      if (root) {
                                        io.out << format_loss(step, loss) << std::endl;
@@ -182,19 +175,29 @@ int run_mpi(const exec::TrainSpec& spec, bool check, const std::string& trace,
       }
     }
   }
-  comms->reset();
+  env->device.reset();  // its stream workers may still be inside a collective
+  env->comms.reset();
   return status;
 }
 
-int run_in_process(const exec::TrainSpec& spec, bool check, const std::string& trace, Io& io) {
+int run_in_process(const std::string& backend, const exec::TrainSpec& spec, bool check,
+                   const std::string& trace, Io& io) {
   auto setup = exec::prepare_training(spec);
   if (!setup) {
     return report_error(io, setup.error());
   }
-  auto outcomes = cpu::run_ranks_in_process(*setup, spec, /*skip_rank=*/{},
-                                            [&](std::int64_t step, double loss) {
-                                              io.out << format_loss(step, loss) << std::endl;
-                                            });
+  auto print = [&](std::int64_t step, double loss) {
+    io.out << format_loss(step, loss) << std::endl;
+  };
+  std::vector<Expected<exec::RankResult>> outcomes;
+#if defined(FSDP_HAS_CUDA)
+  if (backend == "cuda") {
+    outcomes = cuda::run_ranks_in_process_cuda(*setup, spec, /*skip_rank=*/{}, print);
+  }
+#endif
+  if (backend == "cpu") {
+    outcomes = cpu::run_ranks_in_process(*setup, spec, /*skip_rank=*/{}, print);
+  }
   std::vector<exec::RankResult> results;
   for (auto& o : outcomes) {
     if (!o) {
@@ -227,45 +230,13 @@ int run_in_process(const exec::TrainSpec& spec, bool check, const std::string& t
 int run_train_command(std::span<const std::string> args, Io& io) {
   po::options_description desc("options");
   TrainArgs a;
-  exec::TrainSpec spec;
-  spec.mesh = "dp=4";
+  TrainOptions train;
   desc.add_options()
-      ("backend", po::value(&a.backend)->default_value("cpu"), "cpu | cuda")
-      ("mesh", po::value(&spec.mesh)->default_value("dp=4"),
-       "device mesh, outermost axis first: dp=4 or outer=2,inner=2")
-      ("strategy", po::value(&a.strategy)->default_value("zero3"),
-       "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
-      ("shard-layout", po::value(&a.shard_layout)->default_value("padded"),
-       "padded | unpadded (unpadded needs a 1-axis mesh)")
-      ("tensor-atomic", po::bool_switch(&spec.tensor_atomic),
-       "TensorAtomic placements with planned owners (zero1/2/3)")
-      ("block", po::value(&spec.block_size)->default_value(1), "rows kept together (BlockAtomic)")
-      ("microbatches", po::value(&spec.microbatches)->default_value(1),
-       "microbatches accumulated per optimizer step")
-      ("prefetch", po::value(&a.prefetch)->default_value("next(1)"),
-       "both directions: none | next(K) | budget(ELEMENTS)")
-      ("max-inflight-all-gathers", po::value(&a.max_inflight)->default_value(0),
-       "cap on units holding gathered weights, 0 = unlimited")
-      ("unified-streams", po::bool_switch(&a.unified_streams),
-       "one stream for all-gathers and reduce-scatters")
-      ("recompute", po::bool_switch(&spec.recompute), "activation recomputation in every unit")
-      ("main-params", po::value(&a.main_params)->default_value("fp32"),
-       "main weight dtype (real training needs fp32)")
-      ("optimizer", po::value(&a.optimizer)->default_value("adam"), "sgd | sgd_momentum | adam")
-      ("lr", po::value(&spec.hyper.lr)->default_value(1e-2), "learning rate")
-      ("grad-scale", po::value(&spec.grad_scale)->default_value(1.0),
-       "gradient multiplier after DP averaging")
-      ("steps", po::value(&spec.steps)->default_value(20), "optimizer steps")
-      ("seed", po::value(&spec.model.seed)->default_value(1), "parameter and data seed")
-      ("layers", po::value(&spec.model.layers)->default_value(2), "decoder blocks")
-      ("hidden", po::value(&spec.model.hidden)->default_value(32), "hidden size")
-      ("ffn", po::value(&spec.model.ffn)->default_value(64), "feed-forward size")
-      ("vocab", po::value(&spec.model.vocab)->default_value(64), "vocabulary size")
-      ("seq-len", po::value(&spec.model.seq_len)->default_value(16), "tokens per sample")
-      ("micro-batch-size", po::value(&spec.model.micro_batch_size)->default_value(2),
-       "samples per microbatch per rank")
-      ("timeout", po::value(&spec.timeout_s)->default_value(60.0),
-       "seconds a collective may take before every rank stops with an error")
+      ("backend", po::value(&a.backend)->default_value("cpu"),
+       "cpu | cuda (cuda: GPUs; needs a binary built with CUDA)");
+  add_train_options(desc, &train);
+  desc.add_options()
+      ("steps", po::value(&train.spec.steps)->default_value(20), "optimizer steps")
       ("check", po::bool_switch(&a.check),
        "compare with unsharded training; exit 1 on a mismatch")
       ("trace", po::value(&a.trace),
@@ -277,20 +248,29 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
   }
+#if defined(FSDP_HAS_CUDA)
+  if (a.backend == "cuda") {
+    if (Status s = cuda::check_cuda_usable(); !s.ok()) {
+      return report_error(io, s.error());
+    }
+  }
+#else
   if (a.backend == "cuda") {
     return report_error(io, Error(ErrorCode::kUnavailable,
-                                  "--backend cuda: the CUDA backend is not built in this binary"));
+                                  "--backend cuda: the CUDA backend is not built in this binary "
+                                  "(configure with -DFSDP_CUDA=ON on a machine with nvcc and NCCL)"));
   }
-  if (a.backend != "cpu") {
+#endif
+  if (a.backend != "cpu" && a.backend != "cuda") {
     return report_usage_error(io, "train",
                               str_cat("--backend is '", a.backend, "'; expected cpu or cuda"));
   }
-  auto full = make_spec(a, spec);
+  auto full = make_train_spec(train);
   if (!full) {
     return report_error(io, full.error());
   }
-  return cpu::launched_by_mpi() ? run_mpi(*full, a.check, a.trace, a.stall_rank, io)
-                                : run_in_process(*full, a.check, a.trace, io);
+  return cpu::launched_by_mpi() ? run_mpi(a.backend, *full, a.check, a.trace, a.stall_rank, io)
+                                : run_in_process(a.backend, *full, a.check, a.trace, io);
 }
 
 }  // namespace fsdp::cli

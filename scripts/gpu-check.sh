@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # One prepared check of the CUDA backend on a lent GPU machine: finds NCCL (the CUDA toolkit, then
 # $NCCL_HOME, then the pip wheel nvidia-nccl-cu13), configures RelWithDebInfo with FSDP_CUDA=ON and
-# tests on (no sanitizers: ASan and the CUDA driver do not mix), builds fsdp_cuda_tests, runs the
-# cases labelled gpu and cuda and prints a summary. Fails on any failed case, and on any skipped
-# gpu case when nvidia-smi sees a GPU (a skip there means the test did not test anything).
+# tests on (no sanitizers: ASan and the CUDA driver do not mix), builds fsdp_cuda_tests and
+# fsdpsim, runs the cases labelled gpu and cuda, then a short `fsdpsim train --backend cuda
+# --check` (in-process ranks on GPU 0, sharded vs the unsharded host reference) and prints a
+# summary. Fails on any failed case or train run, and on any skipped gpu case when nvidia-smi
+# sees a GPU (a skip there means the test did not test anything).
 #   usage: scripts/gpu-check.sh [build-dir]          (default build/gpu-check)
 #   FSDP_GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh DIR  runs DIR/bin/fsdp_cuda_tests without building
 set -uo pipefail
@@ -42,9 +44,9 @@ if [[ "${FSDP_GPU_CHECK_PREBUILT:-0}" != 1 ]]; then
     exit 1
   fi
   grep -E "fsdp: FSDP_CUDA" "$log/configure.txt"
-  echo "== build fsdp_cuda_tests (-j$jobs)"
+  echo "== build fsdp_cuda_tests fsdpsim (-j$jobs)"
   start=$SECONDS
-  if ! cmake --build "$build" --target fsdp_cuda_tests -j"$jobs" >"$log/build.txt" 2>&1; then
+  if ! cmake --build "$build" --target fsdp_cuda_tests fsdpsim -j"$jobs" >"$log/build.txt" 2>&1; then
     grep -E "error|Error" -A3 "$log/build.txt" | head -40
     echo "gpu-check: FAILED (build)"
     exit 1
@@ -66,7 +68,26 @@ passed="$(grep -cE '^\[ +OK +\]' "$log/tests.txt" || true)"
 failed="$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log/tests.txt" || true)"
 skipped="$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$log/tests.txt" || true)"
 echo "== summary: passed $passed, failed $failed, skipped $skipped, rc $rc, $((SECONDS - start)) s; GPUs visible: $gpus"
-if [[ $rc -ne 0 || "$failed" != 0 ]]; then
+
+# The CLI end to end on the GPU: two short runs checked against the host reference.
+train_rc=0
+fsdpsim="$build/bin/fsdpsim"
+if [[ -x "$fsdpsim" ]]; then
+  for args in "--mesh dp=2 --strategy zero3 --optimizer sgd_momentum --steps 3" \
+              "--mesh dp=2 --strategy zero2 --microbatches 2 --steps 3"; do
+    echo "== fsdpsim train --backend cuda $args --check"
+    # shellcheck disable=SC2086
+    timeout 300 "$fsdpsim" train --backend cuda $args --check 2>&1 | tail -6
+    r=${PIPESTATUS[0]}
+    echo "exit $r"
+    [[ $r -ne 0 ]] && train_rc=$r
+  done
+else
+  echo "no $fsdpsim (FSDP_GPU_CHECK_PREBUILT without fsdpsim?)"
+  train_rc=1
+fi
+
+if [[ $rc -ne 0 || "$failed" != 0 || $train_rc -ne 0 ]]; then
   echo "gpu-check: FAILED"
   exit 1
 fi

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// Times `iters` back-to-back calls after one warm-up, between barriers, and keeps the slowest
-// rank's time (MPI_MAX), as nccl-tests reports.
+// Times blocks of back-to-back calls between barriers and keeps the slowest rank's time
+// (MPI_MAX), as nccl-tests reports; the median over blocks resists a machine shared with other
+// work. Both sides use the same buffers, counts, datatype and op.
 #include "backends/cpu/comm_bench.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <memory>
 #include <utility>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/internal/mpi_error.h"
+#include "backends/cpu/mpi_comm.h"
 #include "core/base/strings.h"
 
 namespace fsdp::cpu {
@@ -26,32 +31,59 @@ double now_s() {
       .count();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Status check_options(const MpiSession& session, const CommBenchOptions& options) {
+  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"iters", options.iters},
+                                    {"repeats", options.repeats}}) {
+    if (value < 1) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(name, " is ", value, "; expected >= 1"));
+    }
+  }
+  const std::int64_t n = session.size();
+  for (std::int64_t bytes : options.total_bytes) {
+    if (bytes < 4 * n) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("message size ", bytes, " bytes is below 4 bytes per rank (", n,
+                           " ranks)"));
+    }
+    if (bytes / 4 > INT_MAX) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("message size ", bytes, " bytes is ", bytes / 4,
+                           " floats; MPI counts stop at ", INT_MAX));
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
-                                                      const std::vector<std::int64_t>& total_bytes,
-                                                      std::int64_t iters, double timeout_s) {
-  if (iters < 1) {
-    return Error(ErrorCode::kInvalidArgument, str_cat("iters is ", iters, "; expected >= 1"));
-  }
+                                                      const CommBenchOptions& options) {
+  FSDP_RETURN_IF_ERROR(check_options(session, options));
   const std::int64_t n = session.size();
   std::vector<MeshAxis> axes(1);
   axes[0].name = "world";
   axes[0].size = n;
   FSDP_TRY(DeviceMesh mesh, DeviceMesh::make(std::move(axes)));
   FSDP_TRY(std::unique_ptr<exec::CommunicatorSet> comms,
-           make_mpi_communicators(session, mesh, timeout_s));
+           make_mpi_communicators(session, mesh, options.timeout_s));
   exec::Communicator& comm = comms->axis(0);
+  // The plain loop's own communicator, freed on every return.
   MPI_Comm plain = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &plain);
+  if (const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &plain); rc != MPI_SUCCESS) {
+    return internal::mpi_error(rc, "MPI_Comm_dup");
+  }
+  std::unique_ptr<MPI_Comm, void (*)(MPI_Comm*)> plain_owner(&plain,
+                                                             [](MPI_Comm* c) { MPI_Comm_free(c); });
   std::vector<CommBenchRow> rows;
   CpuDevice device("bench");
-  for (std::int64_t bytes : total_bytes) {
-    if (bytes < 4 * n) {
-      MPI_Comm_free(&plain);
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat("message size ", bytes, " bytes is below 4 bytes per rank"));
-    }
+  for (std::int64_t bytes : options.total_bytes) {
     const std::int64_t per_rank = bytes / 4 / n;
     const std::vector<std::int64_t> counts(static_cast<std::size_t>(n), per_rank);
     const std::vector<int> icounts(static_cast<std::size_t>(n), static_cast<int>(per_rank));
@@ -62,51 +94,76 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
     std::vector<float> full(static_cast<std::size_t>(per_rank * n), 1.0F);
     std::vector<float> part(static_cast<std::size_t>(per_rank), 1.0F);
     for (OpKind kind : {OpKind::kAllGather, OpKind::kReduceScatter}) {
+      const bool gather = kind == OpKind::kAllGather;
       auto backend_call = [&]() -> Status {
-        return kind == OpKind::kAllGather
-                   ? comm.all_gather_v(StreamKind::kAllGather, DType::kFp32, part.data(), counts,
-                                       full.data())
-                   : comm.reduce_scatter_v(StreamKind::kAllGather, DType::kFp32, full.data(),
-                                           counts, part.data());
+        return gather ? comm.all_gather_v(StreamKind::kAllGather, DType::kFp32, part.data(),
+                                          counts, full.data())
+                      : comm.reduce_scatter_v(StreamKind::kAllGather, DType::kFp32,
+                                              full.data(), counts, part.data());
       };
       auto plain_call = [&] {
-        if (kind == OpKind::kAllGather) {
+        if (gather) {
           MPI_Allgatherv(part.data(), icounts[0], MPI_FLOAT, full.data(), icounts.data(),
                          displs.data(), MPI_FLOAT, plain);
         } else {
           MPI_Reduce_scatter(full.data(), part.data(), icounts.data(), MPI_FLOAT, MPI_SUM, plain);
         }
       };
-      // Backend: tasks on the all-gather stream of a CpuDevice, as the executor issues them;
-      // one warm-up call first.
-      device.submit(StreamKind::kAllGather, {}, backend_call);
-      FSDP_RETURN_IF_ERROR(device.synchronize());
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = now_s();
-      for (std::int64_t i = 0; i < iters; ++i) {
-        device.submit(StreamKind::kAllGather, {}, backend_call);
+      // Backend: tasks on the all-gather stream of a CpuDevice, as the executor issues them.
+      auto backend_block = [&](std::int64_t calls) -> Expected<double> {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = now_s();
+        for (std::int64_t i = 0; i < calls; ++i) {
+          device.submit(StreamKind::kAllGather, {}, backend_call);
+        }
+        FSDP_RETURN_IF_ERROR(device.synchronize());
+        return slowest(now_s() - t0);
+      };
+      auto plain_block = [&](std::int64_t calls) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = now_s();
+        for (std::int64_t i = 0; i < calls; ++i) {
+          plain_call();
+        }
+        return slowest(now_s() - t0);
+      };
+      FSDP_TRY(double warm, backend_block(1));
+      (void)warm;
+      plain_block(1);
+      std::vector<double> backend;
+      std::vector<double> plain_times;
+      for (std::int64_t r = 0; r < options.repeats; ++r) {
+        if (r % 2 == 1) {
+          plain_times.push_back(plain_block(options.iters));
+        }
+        FSDP_TRY(double b, backend_block(options.iters));
+        backend.push_back(b);
+        if (r % 2 == 0) {
+          plain_times.push_back(plain_block(options.iters));
+        }
       }
-      FSDP_RETURN_IF_ERROR(device.synchronize());
-      const double backend = slowest(now_s() - t0) / static_cast<double>(iters);
-      plain_call();
-      MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now_s();
-      for (std::int64_t i = 0; i < iters; ++i) {
-        plain_call();
+      // Both sides computed the same thing from all-ones inputs: the gather is all ones, the
+      // reduce-scatter n everywhere (exact in fp32).
+      const std::vector<float>& out = gather ? full : part;
+      const float want = gather ? 1.0F : static_cast<float>(n);
+      if (std::any_of(out.begin(), out.end(), [&](float v) { return v != want; })) {
+        return Error(ErrorCode::kInternal,
+                     str_cat(to_string(kind), " of ", bytes, " bytes gave a wrong result on rank ",
+                             session.rank(), "; expected every element ", want));
       }
-      const double plain_time = slowest(now_s() - t0) / static_cast<double>(iters);
       CommBenchRow row;
       row.kind = kind;
       row.total_bytes = per_rank * n * 4;
-      row.backend_seconds = backend;
-      row.plain_seconds = plain_time;
+      row.backend_seconds = median(backend) / static_cast<double>(options.iters);
+      row.plain_seconds = median(plain_times) / static_cast<double>(options.iters);
       const double factor = static_cast<double>(n - 1) / static_cast<double>(n);
-      row.backend_busbw_gbps = factor * static_cast<double>(row.total_bytes) / backend / 1e9;
-      row.plain_busbw_gbps = factor * static_cast<double>(row.total_bytes) / plain_time / 1e9;
+      row.backend_busbw_gbps = factor * static_cast<double>(row.total_bytes) /
+                               row.backend_seconds / 1e9;
+      row.plain_busbw_gbps = factor * static_cast<double>(row.total_bytes) /
+                             row.plain_seconds / 1e9;
       rows.push_back(row);
     }
   }
-  MPI_Comm_free(&plain);
   return rows;
 }
 

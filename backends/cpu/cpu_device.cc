@@ -3,6 +3,8 @@
 // event and the wait that reads it are ordered (and so are the buffers they publish).
 #include "backends/cpu/cpu_device.h"
 
+#include <algorithm>
+#include <span>
 #include <utility>
 
 #include "core/base/strings.h"
@@ -115,6 +117,52 @@ void CpuDevice::poison(const Error& error) {
   if (!error_) {
     error_ = error;
   }
+}
+
+// The data ops run on the calling thread: a task runs on its stream's worker, in stream order.
+Status CpuDevice::copy(StreamKind /*stream*/, float* dst, const float* src, std::int64_t n) {
+  std::copy(src, src + n, dst);
+  return ok_status();
+}
+
+Status CpuDevice::accumulate(StreamKind /*stream*/, float* dst, const float* src, std::int64_t n,
+                             float scale, bool overwrite) {
+  if (overwrite) {
+    for (std::int64_t k = 0; k < n; ++k) {
+      dst[k] = scale * src[k];
+    }
+  } else {
+    for (std::int64_t k = 0; k < n; ++k) {
+      dst[k] += scale * src[k];
+    }
+  }
+  return ok_status();
+}
+
+Status CpuDevice::optimizer_update(StreamKind /*stream*/, OptimizerKind kind,
+                                   const backend::OptimizerHyper& hyper, std::int64_t step,
+                                   float* weights, const float* grads, float* state,
+                                   std::int64_t n) {
+  const auto count = static_cast<std::size_t>(n);
+  const auto states = static_cast<std::size_t>(backend::optimizer_num_states(kind));
+  backend::optimizer_update(kind, hyper, step, std::span<float>(weights, count),
+                            std::span<const float>(grads, count),
+                            std::span<float>(state, states == 0 ? 0 : states * count));
+  return ok_status();
+}
+
+Status CpuDevice::upload(StreamKind stream, float* dst, const float* host, std::int64_t n) {
+  return copy(stream, dst, host, n);
+}
+
+Status CpuDevice::download(StreamKind stream, float* host, const float* src, std::int64_t n) {
+  return copy(stream, host, src, n);
+}
+
+Expected<std::unique_ptr<backend::HostDecoder>> CpuDevice::make_decoder(
+    const backend::DecoderConfig& config, std::int64_t num_microbatches, std::int64_t data_rank,
+    std::int64_t data_world) {
+  return backend::HostDecoder::make(config, num_microbatches, data_rank, data_world);
 }
 
 std::vector<exec::TaskTiming> CpuDevice::timeline() const {

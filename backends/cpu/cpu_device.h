@@ -2,7 +2,9 @@
 // CpuDevice: the host as an exec::Device. One worker thread per stream runs that stream's tasks in
 // order; events are flags under one mutex and condition variable (a record task sets its flag, a
 // wait task blocks until it is set or the device is poisoned). Host memory comes from
-// exec::HostMemory through the device's Arena. Thread-safe; the destructor drains and joins.
+// exec::HostMemory (the Arena's and resident buffers); the data ops are plain host loops with
+// the arithmetic of backend::optimizer_update, and the decoder is backend::HostDecoder.
+// Thread-safe; the destructor drains and joins.
 #pragma once
 
 #include <array>
@@ -10,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -38,6 +41,18 @@ class CpuDevice final : public exec::Device {
   void abort(const Error& error) override;
   exec::Fence fence(StreamKind /*stream*/) override { return {}; }
   exec::Arena& arena() override { return arena_; }
+  exec::MemoryResource& memory() override { return memory_; }
+  Status copy(StreamKind stream, float* dst, const float* src, std::int64_t n) override;
+  Status accumulate(StreamKind stream, float* dst, const float* src, std::int64_t n, float scale,
+                    bool overwrite) override;
+  Status optimizer_update(StreamKind stream, OptimizerKind kind,
+                          const backend::OptimizerHyper& hyper, std::int64_t step, float* weights,
+                          const float* grads, float* state, std::int64_t n) override;
+  Status upload(StreamKind stream, float* dst, const float* host, std::int64_t n) override;
+  Status download(StreamKind stream, float* host, const float* src, std::int64_t n) override;
+  Expected<std::unique_ptr<backend::HostDecoder>> make_decoder(
+      const backend::DecoderConfig& config, std::int64_t num_microbatches,
+      std::int64_t data_rank, std::int64_t data_world) override;
   std::int64_t now_ns() const override;
   std::vector<exec::TaskTiming> timeline() const override;
 

@@ -1,45 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// The Open MPI side of the CPU backend: MpiSession initialises MPI with MPI_THREAD_MULTIPLE when
-// the process was started by mpirun and finalises it; make_mpi_communicators splits
-// MPI_COMM_WORLD into one communicator per mesh axis (MPI_Comm_split: ranks sharing every other
-// coordinate) and duplicates each once per stream (MPI_Comm_dup), so each stream's worker thread
-// issues on its own communicator. Collectives are MPI_Allgatherv, MPI_Reduce_scatter and
-// MPI_Allreduce (sum, fp32). A watchdog thread aborts every rank (MPI_Abort) with a one-line
-// message naming the collective when one runs longer than the timeout. No MPI header leaks.
+// The Open MPI communicators of the CPU backend: make_mpi_communicators splits MPI_COMM_WORLD
+// into one communicator per mesh axis (MPI_Comm_split: ranks sharing every other coordinate) and
+// duplicates each once per stream (MPI_Comm_dup), so each stream's worker thread issues on its
+// own communicator. Collectives are MPI_Allgatherv, MPI_Reduce_scatter and MPI_Allreduce (sum,
+// fp32) straight on the caller's buffers: no staging copy, no allocation per call. A watchdog
+// thread aborts every rank (MPI_Abort) with a one-line message naming the collective when one
+// runs longer than the timeout. No MPI header leaks. The session is cpu::MpiSession.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 
+#include "backends/cpu/mpi_session.h"
 #include "backends/exec/communicator.h"
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
 
 namespace fsdp::cpu {
 
-// Whether mpirun (Open MPI, or a PMI/PMIx launcher) started this process (environment probe).
-bool launched_by_mpi();
-
-class MpiSession {
- public:
-  // MPI_Init_thread(MPI_THREAD_MULTIPLE) unless MPI is already initialised (then the session does
-  // not finalise). Errors (kUnavailable): the library provides less than MPI_THREAD_MULTIPLE.
-  static Expected<std::unique_ptr<MpiSession>> init();
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  std::int64_t rank() const { return rank_; }
-  std::int64_t size() const { return size_; }
-
- private:
-  MpiSession() = default;
-  bool owns_ = false;
-  std::int64_t rank_ = 0;
-  std::int64_t size_ = 1;
-};
-
-// The communicators of this MPI rank on `mesh` (world size must equal the mesh size:
-// kInvalidArgument otherwise). timeout_s bounds every collective (the watchdog).
+// The communicators of this MPI rank on `mesh`; timeout_s bounds every collective (the
+// watchdog). Call it before the device whose stream threads will issue the collectives starts
+// allocating: it also makes threads that have no malloc arena yet share the process heap
+// (mallopt(M_ARENA_MAX, 1)), so MPI's temporaries land where a main-thread caller's would (see
+// docs/design/backends.md, "Collective overhead"). Errors: kFailedPrecondition when not launched
+// by mpirun; kUnavailable without MPI_THREAD_MULTIPLE or when an MPI call fails;
+// kInvalidArgument when the world size differs from the mesh size or the mesh has more than 21
+// axes.
 Expected<std::unique_ptr<exec::CommunicatorSet>> make_mpi_communicators(const MpiSession& session,
                                                                         const DeviceMesh& mesh,
                                                                         double timeout_s);

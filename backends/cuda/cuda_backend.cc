@@ -2,10 +2,12 @@
 // The vendor-free entry points, forwarding to the CUDA types.
 #include "backends/cuda/cuda_backend.h"
 
+#include <chrono>
 #include <utility>
 
 #include "backends/cuda/cuda_decoder.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/device_in_process_comm.h"
 #include "backends/cuda/nccl_communicator.h"
 #include "core/base/strings.h"
 
@@ -22,6 +24,57 @@ Expected<CudaDevice*> as_cuda(exec::Device& device, const char* what) {
 }
 
 }  // namespace
+
+Status check_cuda_usable() {
+  Expected<int> n = probe_cuda_devices();
+  if (!n.has_value()) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("backend cuda: no usable GPU (", n.error().message(), ")"));
+  }
+  if (*n < 1) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("backend cuda: no usable GPU (cudaGetDeviceCount: ", *n, " devices)"));
+  }
+  return ok_status();
+}
+
+std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
+    const exec::TrainSetup& setup, const exec::TrainSpec& spec,
+    const std::function<bool(std::int64_t)>& skip_rank,
+    const std::function<void(std::int64_t, double)>& on_step) {
+  const auto n = static_cast<std::size_t>(setup.config.mesh().size());
+  if (Status s = check_cuda_usable(); !s.ok()) {
+    return std::vector<Expected<exec::RankResult>>(n, s.error());
+  }
+  auto world = DeviceInProcessWorld::make(
+      setup.config.mesh(),
+      std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_s * 1000.0)));
+  if (!world) {
+    return std::vector<Expected<exec::RankResult>>(n, world.error());
+  }
+  auto make_env = [&](std::int64_t r) -> Expected<exec::RankEnv> {
+    Expected<std::unique_ptr<CudaDevice>> device = CudaDevice::make(0, str_cat("rank ", r));
+    if (!device) {
+      (*world)->abort(device.error());
+      return device.error();
+    }
+    exec::RankEnv env;
+    env.comms = (*world)->communicators(r, device->get());
+    env.device = std::move(*device);
+    return env;
+  };
+  return exec::run_rank_threads(setup, spec, make_env, skip_rank, on_step);
+}
+
+Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank) {
+  FSDP_RETURN_IF_ERROR(check_cuda_usable());
+  const int ordinal = static_cast<int>(rank % cuda_device_count());
+  FSDP_TRY(std::unique_ptr<CudaDevice> device, CudaDevice::make(ordinal, str_cat("rank ", rank)));
+  exec::RankEnv env;
+  FSDP_TRY(env.comms, make_nccl_communicators_mpi(mesh, device.get(), NcclOptions{}));
+  env.device = std::move(device);
+  return env;
+}
 
 int cuda_device_count() {
   Expected<int> n = probe_cuda_devices();

@@ -5,16 +5,23 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/exec/communicator.h"
 #include "backends/exec/device.h"
+#include "backends/exec/trainer.h"
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
 
 namespace fsdp::cuda {
+
+// OK when at least one CUDA device is usable; else (kUnavailable) "backend cuda: no usable GPU
+// (cudaGetDeviceCount: <name> (<code>): <reason>)" or "... (cudaGetDeviceCount: 0 devices)".
+Status check_cuda_usable();
 
 // Number of usable CUDA devices; 0 when cudaGetDeviceCount fails for any reason (no driver gives
 // cudaErrorInsufficientDriver, no device cudaErrorNoDevice), never an error.
@@ -29,6 +36,19 @@ Expected<std::unique_ptr<exec::Device>> make_cuda_device(int ordinal, std::strin
 Expected<std::unique_ptr<backend::HostDecoder>> make_cuda_decoder(
     const backend::DecoderConfig& config, std::int64_t num_microbatches, std::int64_t data_rank,
     std::int64_t data_world, exec::Device& device);
+
+// exec::run_rank_threads with a CudaDevice per rank, all on GPU 0 (the device in-process
+// communicators need every member's memory addressable), and DeviceInProcessWorld's
+// communicators. Errors: check_cuda_usable's (for every rank, before any thread starts).
+std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
+    const exec::TrainSetup& setup, const exec::TrainSpec& spec,
+    const std::function<bool(std::int64_t)>& skip_rank,
+    const std::function<void(std::int64_t, double)>& on_step);
+
+// This MPI process's environment for `rank` of `mesh` (MPI initialised, one process per rank):
+// a CudaDevice on GPU rank % count and NCCL communicators (make_nccl_communicators). Errors:
+// check_cuda_usable's; the device's; NCCL's.
+Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank);
 
 // ncclGetVersion of the loaded NCCL library (e.g. 22809 for 2.28.9), 0 if it fails.
 int nccl_runtime_version();

@@ -27,7 +27,7 @@ class CudaDecoder : public backend::HostDecoder {
                                                      std::int64_t data_world, int ordinal,
                                                      cudaStream_t stream);
   // The first CUDA/cuBLAS error of any call so far.
-  virtual Status status() const = 0;
+  Status status() const override = 0;
 };
 
 }  // namespace fsdp::cuda

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <utility>
 
+#include "backends/cuda/cuda_decoder.h"
 #include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "core/base/strings.h"
 
 namespace fsdp::cuda {
@@ -345,6 +348,91 @@ Status CudaDevice::synchronize() {
 std::vector<exec::TaskTiming> CudaDevice::timeline() const {
   std::lock_guard<std::mutex> lock(mu_);
   return timeline_;
+}
+
+}  // namespace fsdp::cuda
+
+namespace fsdp::cuda {
+
+// --- data ops ------------------------------------------------------------------------------------
+
+namespace {
+
+std::size_t float_bytes(std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
+
+}  // namespace
+
+OptimizerArgs optimizer_args(OptimizerKind kind, const backend::OptimizerHyper& hyper,
+                             std::int64_t step) {
+  // The kernel's codes are the enum's values.
+  static_assert(static_cast<int>(OptimizerKind::kSgd) == 0 &&
+                static_cast<int>(OptimizerKind::kSgdMomentum) == 1 &&
+                static_cast<int>(OptimizerKind::kAdam) == 2);
+  OptimizerArgs args;
+  args.kind = static_cast<int>(kind);
+  args.lr = hyper.lr;
+  args.momentum = hyper.momentum;
+  args.beta1 = hyper.beta1;
+  args.beta2 = hyper.beta2;
+  args.eps = hyper.eps;
+  args.bias1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
+  args.bias2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
+  return args;
+}
+
+Status CudaDevice::copy(StreamKind kind, float* dst, const float* src, std::int64_t n) {
+  if (n > 0) {
+    FSDP_CUDA_TRY(
+        cudaMemcpyAsync(dst, src, float_bytes(n), cudaMemcpyDeviceToDevice, stream(kind)));
+  }
+  return ok_status();
+}
+
+Status CudaDevice::accumulate(StreamKind kind, float* dst, const float* src, std::int64_t n,
+                              float scale, bool overwrite) {
+  FSDP_CUDA_TRY(launch_accumulate(dst, src, n, scale, overwrite, stream(kind)));
+  return ok_status();
+}
+
+Status CudaDevice::optimizer_update(StreamKind kind, OptimizerKind optimizer,
+                                    const backend::OptimizerHyper& hyper, std::int64_t step,
+                                    float* weights, const float* grads, float* state,
+                                    std::int64_t n) {
+  if (step < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(name_, ": optimizer step ", step, "; expected >= 1"));
+  }
+  FSDP_CUDA_TRY(launch_optimizer_update(optimizer_args(optimizer, hyper, step), n, weights, grads,
+                                        state, stream(kind)));
+  return ok_status();
+}
+
+Status CudaDevice::transfer(StreamKind kind, void* dst, const void* src, std::int64_t n,
+                            cudaMemcpyKind direction) {
+  FSDP_RETURN_IF_ERROR(make_current());
+  if (n > 0) {
+    FSDP_CUDA_TRY(cudaMemcpyAsync(dst, src, float_bytes(n), direction, stream(kind)));
+    FSDP_CUDA_TRY(cudaStreamSynchronize(stream(kind)));
+  }
+  return ok_status();
+}
+
+Status CudaDevice::upload(StreamKind kind, float* dst, const float* host, std::int64_t n) {
+  return transfer(kind, dst, host, n, cudaMemcpyHostToDevice);
+}
+
+Status CudaDevice::download(StreamKind kind, float* host, const float* src, std::int64_t n) {
+  return transfer(kind, host, src, n, cudaMemcpyDeviceToHost);
+}
+
+Expected<std::unique_ptr<backend::HostDecoder>> CudaDevice::make_decoder(
+    const backend::DecoderConfig& config, std::int64_t num_microbatches, std::int64_t data_rank,
+    std::int64_t data_world) {
+  FSDP_RETURN_IF_ERROR(make_current());
+  FSDP_TRY(std::unique_ptr<CudaDecoder> decoder,
+           CudaDecoder::make(config, num_microbatches, data_rank, data_world, ordinal_,
+                             stream(StreamKind::kCompute)));
+  return std::unique_ptr<backend::HostDecoder>(std::move(decoder));
 }
 
 }  // namespace fsdp::cuda

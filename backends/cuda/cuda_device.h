@@ -5,7 +5,8 @@
 // A task runs on the host at submit time and may only enqueue device work on stream(kind); a
 // task error poisons the device (later tasks, records and waits are skipped; synchronize()
 // returns the first error). Transient buffers come from an Arena on cudaMalloc whose released
-// blocks are fenced by an event recorded on the releasing stream. Thread-safe: one mutex guards
+// blocks are fenced by an event recorded on the releasing stream; resident buffers come from the
+// same cudaMalloc resource. Thread-safe: one mutex guards
 // the bookkeeping (never held while a task runs, so a task may call fence()).
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/exec/arena.h"
 #include "backends/exec/device.h"
 #include "core/base/expected.h"
@@ -51,6 +53,11 @@ class CudaMemory final : public exec::MemoryResource {
   cudaStream_t zero_stream_ = nullptr;
 };
 
+// The kernel arguments of backend::optimizer_update's step `step` (>= 1): the kind's code and
+// the bias corrections computed on the host in double, as the host update does.
+OptimizerArgs optimizer_args(OptimizerKind kind, const backend::OptimizerHyper& hyper,
+                             std::int64_t step);
+
 class CudaDevice final : public exec::Device {
  public:
   // Errors (kUnavailable, one line naming `name` and the ordinal): no usable CUDA device (with
@@ -69,6 +76,21 @@ class CudaDevice final : public exec::Device {
   void abort(const Error& error) override;
   exec::Fence fence(StreamKind stream) override;
   exec::Arena& arena() override { return arena_; }
+  exec::MemoryResource& memory() override { return memory_; }
+  // Data ops: cudaMemcpyAsync and the kernels of cuda_kernels.h on stream(kind); upload and
+  // download also wait for that stream.
+  Status copy(StreamKind stream, float* dst, const float* src, std::int64_t n) override;
+  Status accumulate(StreamKind stream, float* dst, const float* src, std::int64_t n, float scale,
+                    bool overwrite) override;
+  Status optimizer_update(StreamKind stream, OptimizerKind kind,
+                          const backend::OptimizerHyper& hyper, std::int64_t step, float* weights,
+                          const float* grads, float* state, std::int64_t n) override;
+  Status upload(StreamKind stream, float* dst, const float* host, std::int64_t n) override;
+  Status download(StreamKind stream, float* host, const float* src, std::int64_t n) override;
+  // A CudaDecoder on this device's compute stream.
+  Expected<std::unique_ptr<backend::HostDecoder>> make_decoder(
+      const backend::DecoderConfig& config, std::int64_t num_microbatches,
+      std::int64_t data_rank, std::int64_t data_world) override;
   std::int64_t now_ns() const override;
   std::vector<exec::TaskTiming> timeline() const override;
 
@@ -93,6 +115,9 @@ class CudaDevice final : public exec::Device {
   // Runs `enqueue` between two timing events on `stream`, unless the device is poisoned.
   void timed(StreamKind stream, exec::TaskTag tag, const std::function<Status()>& enqueue);
   Expected<cudaEvent_t> timing_event();  // from the pool, or new
+  // A blocking copy of n floats on stream(kind) (upload / download).
+  Status transfer(StreamKind kind, void* dst, const void* src, std::int64_t n,
+                  cudaMemcpyKind direction);
   Status resolve_timings();             // streams idle
 
   int ordinal_;

@@ -2,8 +2,10 @@
 // The executor binds the IR's transient buffer ids to their roles the way the schedule checks do
 // (the latest unsharded-weights allocation of a group is the one its next gather fills, and so
 // on), at issue time on the host; the tasks resolve ids to pointers when they run, after the
-// events the IR placed between the allocation and the use. docs/design/backends.md describes the
-// data each op moves.
+// events the IR placed between the allocation and the use. Every buffer is the device's memory
+// (Arena blocks, ResidentBuffers): the executor only computes pointers into it and moves data
+// through the Device's data ops, so the same code drives host memory and GPUs.
+// docs/design/backends.md describes the data each op moves.
 #include "backends/exec/executor.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/exec/resident_buffer.h"
 #include "core/base/strings.h"
 #include "core/schedule/shard_plan.h"
 
@@ -46,7 +49,7 @@ struct ParamLoc {
   std::int64_t numel = 0;
 };
 
-// A buffer as a task finds it: a transient id (resolved at run time) or a resident vector, and
+// A buffer as a task finds it: a transient id (resolved at run time) or a resident buffer, and
 // the global layout element its first value holds.
 struct Ref {
   std::int32_t buffer = -1;
@@ -54,14 +57,24 @@ struct Ref {
   std::int64_t start = 0;
 };
 
+// What a collective reads and writes, for ExecutorOptions::on_collective.
+struct Seen {
+  Ref in;
+  Ref out;
+  Ref acc;
+  bool has_input = true;
+  bool has_acc = false;
+  bool overwrote = false;
+};
+
 struct GroupState {
   const GroupShardPlan* plan = nullptr;
   Range opt_range;
   Range grad_range;
   Range param_range;
-  std::vector<float> main_weight;
-  std::vector<float> main_grad;  // resident main grad (empty when per step)
-  std::vector<float> opt_state;
+  ResidentBuffer main_weight;
+  ResidentBuffer main_grad;  // resident main grad (empty when per step)
+  ResidentBuffer opt_state;  // num_states x opt_range.numel
   // Issue-time bindings of transient ids; -1 when none.
   std::int32_t last_weight_alloc = -1;
   std::int32_t unshard_buf = -1;
@@ -100,6 +113,8 @@ class ExecutorImpl final : public Executor {
     // Resident buffers: main weights from the initial values, main grads, optimizer state.
     const std::int64_t states = config_.optimizer().num_states();
     groups_.resize(plan_.groups.size());
+    MemoryResource& memory = device_->memory();
+    std::vector<float> host;
     for (std::size_t gi = 0; gi < plan_.groups.size(); ++gi) {
       const GroupShardPlan& g = plan_.groups[gi];
       GroupState& st = groups_[gi];
@@ -107,7 +122,7 @@ class ExecutorImpl final : public Executor {
       FSDP_TRY(st.opt_range, group_local_range(g, g.placements.optimizer(), rank_));
       FSDP_TRY(st.grad_range, group_local_range(g, g.placements.gradient(), rank_));
       FSDP_TRY(st.param_range, group_local_range(g, g.placements.parameter(), rank_));
-      st.main_weight.assign(idx(st.opt_range.numel), 0.0F);
+      host.assign(idx(st.opt_range.numel), 0.0F);
       for (std::size_t t = 0; t < g.param_indices.size(); ++t) {
         const Range tr = g.layout.get_tensor_range(static_cast<std::int64_t>(t));
         const std::vector<float>& values =
@@ -115,16 +130,31 @@ class ExecutorImpl final : public Executor {
         const std::int64_t lo = std::max(tr.start, st.opt_range.start);
         const std::int64_t hi = std::min(tr.end(), st.opt_range.end());
         for (std::int64_t x = lo; x < hi; ++x) {
-          st.main_weight[idx(x - st.opt_range.start)] = values[idx(x - tr.start)];
+          host[idx(x - st.opt_range.start)] = values[idx(x - tr.start)];
         }
       }
+      FSDP_TRY(st.main_weight, ResidentBuffer::make(memory, st.opt_range.numel));
+      FSDP_RETURN_IF_ERROR(device_->upload(StreamKind::kCompute, st.main_weight.data(),
+                                           host.data(), st.opt_range.numel));
       if (g.trainable && g.main_grad_resident) {
-        st.main_grad.assign(idx(st.grad_range.numel), 0.0F);
+        FSDP_TRY(st.main_grad, ResidentBuffer::make(memory, st.grad_range.numel));
       }
       if (g.trainable) {
-        st.opt_state.assign(idx(states * st.opt_range.numel), 0.0F);
+        FSDP_TRY(st.opt_state, ResidentBuffer::make(memory, states * st.opt_range.numel));
       }
     }
+    FSDP_TRY(loss_buf_, ResidentBuffer::make(memory, 1));
+    // Backward writes the gradients of frozen parameters somewhere: one scratch slot per
+    // parameter of the unit with the most frozen elements.
+    std::int64_t frozen = 0;
+    for (std::size_t u = 0; u < params_.size(); ++u) {
+      std::int64_t unit_frozen = 0;
+      for (const ParamLoc& loc : params_[u]) {
+        unit_frozen += plan_.groups[idx(loc.group)].trainable ? 0 : loc.numel;
+      }
+      frozen = std::max(frozen, unit_frozen);
+    }
+    FSDP_TRY(frozen_grads_, ResidentBuffer::make(memory, frozen));
     return ok_status();
   }
 
@@ -152,11 +182,14 @@ class ExecutorImpl final : public Executor {
       }
     }
     device_->submit(StreamKind::kCompute, TaskTag{step, -1}, [this]() -> Status {
+      constexpr StreamKind kStream = StreamKind::kCompute;
       float loss = static_cast<float>(decoder_->step_loss());
+      FSDP_RETURN_IF_ERROR(device_->upload(kStream, loss_buf_.data(), &loss, 1));
       for (std::int64_t a = 0; a < comms_->num_axes(); ++a) {
         FSDP_RETURN_IF_ERROR(
-            comms_->axis(a).all_reduce(StreamKind::kCompute, DType::kFp32, &loss, 1));
+            comms_->axis(a).all_reduce(kStream, DType::kFp32, loss_buf_.data(), 1));
       }
+      FSDP_RETURN_IF_ERROR(device_->download(kStream, &loss, loss_buf_.data(), 1));
       loss_ = static_cast<double>(loss) / static_cast<double>(config_.mesh().size());
       return ok_status();
     });
@@ -170,13 +203,16 @@ class ExecutorImpl final : public Executor {
     for (std::size_t u = 0; u < model_.units().size(); ++u) {
       out[u].resize(model_.units()[u].params().size());
     }
-    std::vector<std::vector<float>> full(groups_.size());
+    std::vector<ResidentBuffer> full(groups_.size());
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const GroupShardPlan& g = plan_.groups[gi];
       GroupState& st = groups_[gi];
-      full[gi].assign(idx(g.layout.size()), 0.0F);
-      std::copy(st.main_weight.begin(), st.main_weight.end(),
-                full[gi].begin() + st.opt_range.start);
+      FSDP_TRY(full[gi], ResidentBuffer::make(device_->memory(), g.layout.size()));
+      float* base = full[gi].data();
+      device_->submit(StreamKind::kCompute, TaskTag{}, [this, base, &st]() -> Status {
+        return device_->copy(StreamKind::kCompute, base + st.opt_range.start,
+                             st.main_weight.data(), st.opt_range.numel);
+      });
       const std::vector<Placement> replicated = all_replicate(g.placements.num_dp_axes());
       RedistributeLeg leg;
       FSDP_TRY(std::vector<RedistributeStep> steps,
@@ -193,7 +229,6 @@ class ExecutorImpl final : public Executor {
         const auto mesh_axis =
             static_cast<std::int32_t>(g.placements.dp_axes()[idx(s.axis)]);
         FSDP_TRY(CollectivePlan cp, plan_gather(g, cur, after, mesh_axis));
-        float* base = full[gi].data();
         device_->submit(StreamKind::kCompute, TaskTag{}, [this, cp, base]() -> Status {
           return comms_->axis(cp.mesh_axis)
               .all_gather_v(StreamKind::kCompute, DType::kFp32, base + cp.in.start, cp.counts,
@@ -207,8 +242,10 @@ class ExecutorImpl final : public Executor {
       const GroupShardPlan& g = plan_.groups[gi];
       for (std::size_t t = 0; t < g.param_indices.size(); ++t) {
         const Range tr = g.layout.get_tensor_range(static_cast<std::int64_t>(t));
-        out[idx(g.unit)][idx(g.param_indices[t])].assign(full[gi].begin() + tr.start,
-                                                          full[gi].begin() + tr.end());
+        std::vector<float>& values = out[idx(g.unit)][idx(g.param_indices[t])];
+        values.resize(idx(tr.numel));
+        FSDP_RETURN_IF_ERROR(device_->download(StreamKind::kCompute, values.data(),
+                                               full[gi].data() + tr.start, tr.numel));
       }
     }
     return out;
@@ -590,10 +627,10 @@ class ExecutorImpl final : public Executor {
           const Ref acc = accumulator_ref(gi);
           const bool overwrite = op.microbatch == 0;
           const Range gr = st.grad_range;
-          before = [this, buffer, acc, overwrite, gr]() -> Status {
+          const StreamKind stream = op.stream;
+          before = [this, buffer, acc, overwrite, gr, stream]() -> Status {
             const float* src = static_cast<const float*>(buffers_[idx(buffer)]) + gr.start;
-            accumulate(resolve(acc), src, gr.numel, overwrite);
-            return ok_status();
+            return device_->accumulate(stream, resolve(acc), src, gr.numel, scale_, overwrite);
           };
         }
       }
@@ -620,20 +657,6 @@ class ExecutorImpl final : public Executor {
     return ok_status();
   }
 
-  // dst = scale * src (overwrite) or dst += scale * src.
-  void accumulate(float* dst, const float* src, std::int64_t n, bool overwrite) const {
-    const float s = scale_;
-    if (overwrite) {
-      for (std::int64_t k = 0; k < n; ++k) {
-        dst[k] = s * src[k];
-      }
-    } else {
-      for (std::int64_t k = 0; k < n; ++k) {
-        dst[k] += s * src[k];
-      }
-    }
-  }
-
   Status issue_collective(const Op& op, std::int32_t i) {
     if (op.collective < 0 || idx(op.collective) >= collectives_.size()) {
       return Error(ErrorCode::kOutOfRange, str_cat("names collective ", op.collective));
@@ -650,6 +673,7 @@ class ExecutorImpl final : public Executor {
     const StreamKind stream = op.stream;
     Communicator* comm = &comms_->axis(cp.mesh_axis);
     Task task;
+    Seen seen;
     switch (cp.leg) {
       case LegKind::kUnshard:
       case LegKind::kSync: {
@@ -679,6 +703,7 @@ class ExecutorImpl final : public Executor {
                                st.plan->needs_weight_sync && src.buffer < 0)) {
           return Error(ErrorCode::kFailedPrecondition, "gathers into no allocated buffer");
         }
+        seen = Seen{src, dst, {}, true, false, false};
         task = [this, comm, stream, src, dst, &cp]() -> Status {
           return comm->all_gather_v(stream, DType::kFp32,
                                     resolve(src) + (cp.in.start - src.start), cp.counts,
@@ -699,19 +724,21 @@ class ExecutorImpl final : public Executor {
                        "reduces microbatch > 0 with no temporary: it would overwrite main_grad");
         }
         const Ref dst = via_temp ? Ref{st.temp_buf, nullptr, cp.out.start} : acc;
+        seen = Seen{src, dst, acc, true, true, !via_temp};
         task = [this, comm, stream, src, dst, acc, via_temp, &cp]() -> Status {
           float* out = resolve(dst) + (cp.out.start - dst.start);
           FSDP_RETURN_IF_ERROR(comm->reduce_scatter_v(stream, DType::kFp32,
                                                       resolve(src) + cp.in.start, cp.counts, out));
           float* a = resolve(acc) + (cp.out.start - acc.start);
-          accumulate(a, out, cp.out.numel, /*overwrite=*/!via_temp);
-          return ok_status();
+          return device_->accumulate(stream, a, out, cp.out.numel, scale_,
+                                     /*overwrite=*/!via_temp);
         };
         break;
       }
       case LegKind::kFinalize: {
         FSDP_RETURN_IF_ERROR(check_accumulator(gi));
         const Ref acc = accumulator_ref(gi);
+        seen = Seen{acc, acc, {}, cp.kind != OpKind::kAllReduce, false, false};
         if (cp.kind == OpKind::kAllReduce) {
           task = [comm, stream, acc, this, &cp]() -> Status {
             return comm->all_reduce(stream, DType::kFp32,
@@ -723,6 +750,7 @@ class ExecutorImpl final : public Executor {
                          "finalises into no allocated main-grad buffer");
           }
           const Ref dst{st.final_buf, nullptr, st.opt_range.start};
+          seen.out = dst;
           task = [this, comm, stream, acc, dst, &cp]() -> Status {
             return comm->reduce_scatter_v(stream, DType::kFp32,
                                           resolve(acc) + (cp.in.start - acc.start), cp.counts,
@@ -732,7 +760,8 @@ class ExecutorImpl final : public Executor {
         break;
       }
     }
-    submit(op, i, [this, task = std::move(task), i]() -> Status {
+    submit(op, i, [this, task = std::move(task), i, seen, &cp, op_collective = op.collective,
+                   axis_rank = comm->rank()]() -> Status {
       Status s = task();
       if (!s.ok()) {
         Error e = s.error().with_context(
@@ -741,9 +770,32 @@ class ExecutorImpl final : public Executor {
         comms_->abort(e);
         return e;
       }
+      if (options_.on_collective) {
+        options_.on_collective(observation(cp, seen, i, op_collective, axis_rank));
+      }
       return s;
     });
     return ok_status();
+  }
+
+  // Views of a completed collective's buffers (Ref semantics: global element x of ref r is at
+  // resolve(r) + (x - r.start)).
+  CollectiveObservation observation(const CollectivePlan& cp, const Seen& seen, std::int32_t i,
+                                    std::int32_t collective, std::int64_t axis_rank) const {
+    const auto view = [this](const Ref& r, Range range) {
+      return std::span<const float>(resolve(r) + (range.start - r.start), idx(range.numel));
+    };
+    // An all-reduce works in place on its input range.
+    const Range out = cp.kind == OpKind::kAllReduce ? cp.in : cp.out;
+    CollectiveObservation o{rank_, step_, i, collective, cp.kind, axis_rank, cp.in, out,
+                            {}, view(seen.out, out), {}, seen.overwrote};
+    if (seen.has_input) {
+      o.input = view(seen.in, cp.in);
+    }
+    if (seen.has_acc) {
+      o.accumulator = view(seen.acc, cp.out);
+    }
+    return o;
   }
 
   Status issue_unit_compute(const Op& op, std::int32_t i) {
@@ -785,19 +837,19 @@ class ExecutorImpl final : public Executor {
       } else if (kind == OpKind::kRecompute) {
         decoder_->recompute(unit, mb, w);
       } else {
-        std::vector<std::vector<float>> frozen;
+        float* frozen = frozen_grads_.data();  // gradients nobody reads
         for (std::size_t p = 0; p < slots.size(); ++p) {
           if (slots[p].grad_buffer >= 0) {
             grads.push_back(static_cast<float*>(buffers_[idx(slots[p].grad_buffer)]) +
                             slots[p].grad_offset);
           } else {
-            frozen.emplace_back(idx(params_[idx(unit)][p].numel));
-            grads.push_back(frozen.back().data());
+            grads.push_back(frozen);
+            frozen += params_[idx(unit)][p].numel;
           }
         }
         decoder_->backward(unit, mb, w, grads);
       }
-      return ok_status();
+      return decoder_->status();
     });
     return ok_status();
   }
@@ -812,13 +864,14 @@ class ExecutorImpl final : public Executor {
     const std::int32_t from = st.unit_grad_buf;
     const std::int32_t to = st.partial_buf;
     const GroupShardPlan* g = st.plan;
-    submit(op, i, [this, from, to, g]() -> Status {
+    const StreamKind stream = op.stream;
+    submit(op, i, [this, from, to, g, stream]() -> Status {
       const auto* src = static_cast<const float*>(buffers_[idx(from)]);
       auto* dst = static_cast<float*>(buffers_[idx(to)]);
       std::int64_t offset = 0;
       for (std::size_t t = 0; t < g->param_indices.size(); ++t) {
         const Range tr = g->layout.get_tensor_range(static_cast<std::int64_t>(t));
-        std::copy(src + offset, src + offset + tr.numel, dst + tr.start);
+        FSDP_RETURN_IF_ERROR(device_->copy(stream, dst + tr.start, src + offset, tr.numel));
         offset += tr.numel;
       }
       return ok_status();
@@ -845,13 +898,11 @@ class ExecutorImpl final : public Executor {
     }
     const std::int64_t step = step_ + 1;
     GroupState* s = &st;
-    submit(op, i, [this, s, grad, step]() -> Status {
-      const std::int64_t n = s->opt_range.numel;
-      backend::optimizer_update(options_.optimizer, options_.hyper, step,
-                                std::span<float>(s->main_weight.data(), idx(n)),
-                                std::span<const float>(resolve(grad), idx(n)),
-                                std::span<float>(s->opt_state));
-      return ok_status();
+    const StreamKind stream = op.stream;
+    submit(op, i, [this, s, grad, step, stream]() -> Status {
+      return device_->optimizer_update(stream, options_.optimizer, options_.hyper, step,
+                                       s->main_weight.data(), resolve(grad), s->opt_state.data(),
+                                       s->opt_range.numel);
     });
     return ok_status();
   }
@@ -880,6 +931,8 @@ class ExecutorImpl final : public Executor {
   std::vector<CollectivePlan> collectives_;
   std::vector<std::vector<ParamLoc>> params_;  // [unit][param]
   std::vector<void*> buffers_;
+  ResidentBuffer loss_buf_;      // the loss all-reduce's device slot
+  ResidentBuffer frozen_grads_;  // backward's output for parameters that are not trained
   float scale_ = 1.0F;
   std::int64_t step_ = 0;
   double loss_ = 0.0;

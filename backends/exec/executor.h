@@ -10,13 +10,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backends/exec/communicator.h"
 #include "backends/exec/device.h"
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
+#include "core/layout/global_layout.h"
 #include "core/model/model.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule.h"
@@ -35,9 +38,35 @@ struct OpTiming {
   std::int64_t end_ns = 0;
 };
 
+// One collective of the IR as this rank completed it (ExecutorOptions::on_collective), for
+// checks on real data. `in` and `out` are ranges of the group's GlobalLayout (Schedule::
+// collectives()[collective] names the unit, group and leg); `input` and `output` hold the values
+// of those elements. An all-reduce works in place: `input` is then empty and `output` holds the
+// result. A gradient reduce-scatter (leg grad_reduce) also shows the main-grad accumulator over
+// `out` after the executor added grad_scale / |dp| times the output to it (`overwrote`: it was set,
+// not added to; then `output` may alias it). The spans point into the device's memory (host
+// memory on the CPU device) and are valid only during the call.
+struct CollectiveObservation {
+  std::int64_t rank = 0;
+  std::int64_t step = 0;
+  std::int32_t op = 0;          // index into the rank's RankProgram::ops
+  std::int32_t collective = 0;  // index into Schedule::collectives()
+  OpKind kind = OpKind::kAllGather;
+  std::int64_t axis_rank = 0;   // this rank's index among the members of the collective's axis
+  Range in;
+  Range out;
+  std::span<const float> input;
+  std::span<const float> output;
+  std::span<const float> accumulator;
+  bool overwrote = false;
+};
+
 struct ExecutorOptions {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   backend::OptimizerHyper hyper;
+  // Called on the collective's stream worker (in stream order, possibly concurrently with other
+  // streams) once its data is complete; empty = no observer.
+  std::function<void(const CollectiveObservation&)> on_collective;
 };
 
 class Executor {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "core/base/strings.h"
@@ -46,7 +48,7 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
                                 const std::function<void(std::int64_t, double)>& on_step) {
   const std::int64_t world = setup.config.mesh().size();
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
-           backend::HostDecoder::make(spec.model, spec.microbatches, rank, world));
+           device.make_decoder(spec.model, spec.microbatches, rank, world));
   if (setup.config.recompute()) {
     for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
       decoder->set_recompute(u, true);
@@ -75,6 +77,53 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
         device.arena().high_water(static_cast<BufferClass>(c));
   }
   return result;
+}
+
+std::vector<Expected<RankResult>> run_rank_threads(
+    const TrainSetup& setup, const TrainSpec& spec, const RankEnvFactory& make_env,
+    const std::function<bool(std::int64_t)>& skip_rank,
+    const std::function<void(std::int64_t, double)>& on_step) {
+  const auto n = static_cast<std::size_t>(setup.config.mesh().size());
+  std::vector<std::optional<Expected<RankResult>>> results(n);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto r = static_cast<std::int64_t>(i);
+    if (skip_rank && skip_rank(r)) {
+      results[i] = Error(ErrorCode::kUnavailable, str_cat("rank ", r, " was not started"));
+      continue;
+    }
+    threads.emplace_back([&, r, i] {
+      Expected<RankEnv> env = make_env(r);
+      if (!env) {
+        results[i] = env.error().with_context(str_cat("rank ", r));
+        return;
+      }
+      std::function<void(std::int64_t, double)> hook;
+      if (r == 0) {
+        hook = on_step;
+      }
+      results[i] = train_rank(setup, spec, r, *env->device, *env->comms, hook);
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  std::vector<Expected<RankResult>> out;
+  for (auto& r : results) {
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes) {
+  std::vector<RankResult> out;
+  for (auto& o : outcomes) {
+    if (!o) {
+      return o.error();
+    }
+    out.push_back(std::move(*o));
+  }
+  return out;
 }
 
 double max_relative_error(const std::vector<double>& a, const std::vector<double>& b) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,28 @@ struct RankResult {
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
                                 Device& device, CommunicatorSet& comms,
                                 const std::function<void(std::int64_t, double)>& on_step);
+
+// One rank's device and communicators for run_rank_threads. The device is destroyed first (its
+// stream workers may still be inside a collective), then the communicators.
+struct RankEnv {
+  std::unique_ptr<CommunicatorSet> comms;
+  std::unique_ptr<Device> device;
+};
+// Makes rank r's environment on the rank's own thread; on error it should abort the world it
+// belongs to, so the peers stop instead of waiting for the timeout.
+using RankEnvFactory = std::function<Expected<RankEnv>(std::int64_t rank)>;
+
+// Every rank of the setup's mesh as a thread of this process, each training with train_rank on
+// the environment `make_env` gives it (the CPU and CUDA in-process backends differ only there).
+// Ranks with skip_rank(r) true never start (fault injection for tests) and get an error saying
+// so. on_step is called by rank 0 only. Returns every rank's outcome in rank order.
+std::vector<Expected<RankResult>> run_rank_threads(
+    const TrainSetup& setup, const TrainSpec& spec, const RankEnvFactory& make_env,
+    const std::function<bool(std::int64_t)>& skip_rank,
+    const std::function<void(std::int64_t, double)>& on_step);
+
+// The results of every rank, or the first rank's error.
+Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes);
 
 // max |a - b| / max(max |b|, tiny) over everything: losses, and every parameter of every unit.
 double max_relative_error(const std::vector<double>& a, const std::vector<double>& b);

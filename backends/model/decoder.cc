@@ -182,17 +182,19 @@ std::vector<std::int32_t> sample_tokens(const DecoderConfig& config, std::int64_
   FSDP_CHECK(global_sample >= 0) << "sample_tokens of sample " << global_sample;
   const auto vocab = static_cast<std::uint64_t>(config.vocab);
   const auto gs = static_cast<std::uint64_t>(global_sample);
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(config.seq_len + 1));
-  tokens[0] =
-      static_cast<std::int32_t>(internal::hash_words(config.seed ^ kSampleSalt, gs, 0) % vocab);
-  for (std::size_t j = 1; j < tokens.size(); ++j) {
+  const auto length = static_cast<std::size_t>(config.seq_len + 1);
+  std::vector<std::int32_t> tokens;  // grown by push_back: no indexing a maybe-empty vector
+  tokens.reserve(length);
+  tokens.push_back(
+      static_cast<std::int32_t>(internal::hash_words(config.seed ^ kSampleSalt, gs, 0) % vocab));
+  for (std::size_t j = 1; j < length; ++j) {
     const std::uint64_t r = internal::hash_words(config.seed ^ kSampleSalt, gs, j);
     if (r % kNoiseOneIn == 0) {
-      tokens[j] = static_cast<std::int32_t>((r >> 8U) % vocab);
+      tokens.push_back(static_cast<std::int32_t>((r >> 8U) % vocab));
     } else {  // the fixed successor of the previous token: what the model can learn
-      const auto prev = static_cast<std::uint64_t>(tokens[j - 1]);
-      tokens[j] =
-          static_cast<std::int32_t>(internal::hash_words(config.seed ^ kTableSalt, prev) % vocab);
+      const auto prev = static_cast<std::uint64_t>(tokens.back());
+      tokens.push_back(
+          static_cast<std::int32_t>(internal::hash_words(config.seed ^ kTableSalt, prev) % vocab));
     }
   }
   return tokens;

@@ -94,6 +94,9 @@ class HostDecoder {
   // the step's token ids are not counted). Per token of a microbatch this is what
   // decoder_model() reports as the units' activations. This base class keeps none.
   virtual std::int64_t activation_bytes() const { return 0; }
+  // The first error of any call so far (a device decoder's vendor failures; the interface's calls
+  // return void). The host decoder has none.
+  virtual Status status() const { return ok_status(); }
 };
 
 // Optimizer hyper-parameters (elementwise optimizers, so a shard updates exactly like the
@@ -112,6 +115,8 @@ struct OptimizerHyper {
 void optimizer_update(OptimizerKind kind, const OptimizerHyper& hyper, std::int64_t step,
                       std::span<float> weights, std::span<const float> grads,
                       std::span<float> state);
+// State values per weight of `kind` (fp32 state): 0 (SGD), 1 (SGD momentum), 2 (Adam).
+std::int64_t optimizer_num_states(OptimizerKind kind);
 
 // Unsharded reference: one process holding every parameter trains `steps` steps on the samples
 // of all data_world ranks with the FSDP gradient rule above.

@@ -11,6 +11,11 @@
 
 namespace fsdp::backend {
 
+std::int64_t optimizer_num_states(OptimizerKind kind) {
+  // fp32 state (the default) is always a valid policy.
+  return OptimizerPolicy::make(kind)->num_states();
+}
+
 void optimizer_update(OptimizerKind kind, const OptimizerHyper& hyper, std::int64_t step,
                       std::span<float> weights, std::span<const float> grads,
                       std::span<float> state) {

@@ -80,6 +80,11 @@ Expected<Hardware> Hardware::make(HardwareSpec spec) {
       return field_error(spec, field, "a non-negative integer", value);
     }
   }
+  if (spec.calibration) {
+    if (Status s = validate_calibration(*spec.calibration); !s.ok()) {
+      return s.error().with_context(str_cat("hardware '", spec.name, "'"));
+    }
+  }
   return Hardware(std::move(spec));
 }
 
@@ -109,6 +114,27 @@ std::string to_string(const Hardware& hw) {
      << " GB/s per device per direction\n"
      << "inter-node latency:   "
      << decimal(static_cast<double>(hw.inter_node_latency_ns()) / 1e3, 3) << " us\n";
+  if (const Calibration* c = hw.calibration()) {
+    os << "calibration:          measured with " << c->ranks << " rank(s) at once"
+       << (c->source.empty() ? "" : ", ") << c->source << "\n"
+       << "  copy bandwidth:     "
+       << decimal(static_cast<double>(c->copy_bytes_per_s) / 1e9, 3) << " GB/s\n";
+    for (const ComputeRate& r : c->compute) {
+      os << "  " << to_string(r.kind) << ": "
+         << decimal(static_cast<double>(r.flops_per_s) / 1e9, 3) << " GFLOP/s, "
+         << decimal(static_cast<double>(r.bytes_per_s) / 1e9, 3) << " GB/s\n";
+    }
+    for (const CollectiveCurve& curve : c->collectives) {
+      os << "  " << to_string(curve.kind) << " on " << curve.ranks << " ranks: "
+         << curve.points.size() << " sizes, "
+         << decimal(static_cast<double>(curve.points.front().ns) / 1e3, 3) << " us at "
+         << curve.points.front().bytes << " B, "
+         << decimal(static_cast<double>(curve.points.back().ns) / 1e3, 3) << " us at "
+         << curve.points.back().bytes << " B\n";
+    }
+    os << "  compute slowdown during communication: "
+       << decimal(static_cast<double>(c->compute_slowdown_permille) / 1e3, 3) << "x\n";
+  }
   return os.str();
 }
 

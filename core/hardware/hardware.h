@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "core/base/expected.h"
+#include "core/hardware/calibration.h"
 
 namespace fsdp {
 
@@ -26,13 +28,16 @@ struct HardwareSpec {
   std::int64_t intra_node_latency_ns = 0;
   std::int64_t inter_node_bytes_per_s = 0;  // network, per device, per direction
   std::int64_t inter_node_latency_ns = 0;
+  // Measured figures (fsdpsim calibrate); the simulator prefers them where present.
+  std::optional<Calibration> calibration = std::nullopt;
   friend bool operator==(const HardwareSpec&, const HardwareSpec&) = default;
 };
 
 class Hardware {
  public:
   // Errors (kInvalidArgument), naming the field, the expected and the actual value: a bad name,
-  // a description with control characters, a count, size, rate or bandwidth < 1, a latency < 0.
+  // a description with control characters, a count, size, rate or bandwidth < 1, a latency < 0,
+  // a calibration that validate_calibration rejects.
   static Expected<Hardware> make(HardwareSpec spec);
 
   const HardwareSpec& spec() const { return spec_; }
@@ -47,6 +52,10 @@ class Hardware {
   std::int64_t intra_node_latency_ns() const { return spec_.intra_node_latency_ns; }
   std::int64_t inter_node_bytes_per_s() const { return spec_.inter_node_bytes_per_s; }
   std::int64_t inter_node_latency_ns() const { return spec_.inter_node_latency_ns; }
+  // nullptr when the hardware carries no measured figures.
+  const Calibration* calibration() const {
+    return spec_.calibration ? &*spec_.calibration : nullptr;
+  }
 
   friend bool operator==(const Hardware&, const Hardware&) = default;
 

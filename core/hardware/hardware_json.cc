@@ -2,6 +2,7 @@
 #include "core/hardware/hardware_json.h"
 
 #include "core/base/strings.h"
+#include "core/hardware/calibration_json.h"
 #include "core/model/json_fields.h"
 
 namespace fsdp {
@@ -16,7 +17,8 @@ Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& s
   FSDP_RETURN_IF_ERROR(r.reject_unknown(
       {"format", "version", "name", "description", "devices_per_node", "memory_bytes",
        "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s", "intra_node_bytes_per_s",
-       "intra_node_latency_ns", "inter_node_bytes_per_s", "inter_node_latency_ns"}));
+       "intra_node_latency_ns", "inter_node_bytes_per_s", "inter_node_latency_ns",
+       "calibration"}));
   FSDP_TRY(const std::optional<std::string> format, r.get_optional_string("format"));
   if (format && *format != kHardwareFormatName) {
     return r.error("format", str_cat("\"", kHardwareFormatName, "\""),
@@ -39,6 +41,9 @@ Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& s
   FSDP_TRY(spec.intra_node_latency_ns, r.get_int("intra_node_latency_ns", 0));
   FSDP_TRY(spec.inter_node_bytes_per_s, r.get_int("inter_node_bytes_per_s", 1));
   FSDP_TRY(spec.inter_node_latency_ns, r.get_int("inter_node_latency_ns", 0));
+  if (const json* calibration = r.find("calibration")) {
+    FSDP_TRY(spec.calibration, calibration_from_json(*calibration, source));
+  }
   auto hw = Hardware::make(std::move(spec));
   if (!hw) {
     return hw.error().with_context(source);
@@ -63,7 +68,7 @@ Expected<Hardware> parse_hardware_json(std::string_view text, std::string_view s
 
 ordered_json hardware_to_json(const Hardware& hw) {
   const HardwareSpec& s = hw.spec();
-  return ordered_json{{"format", std::string(kHardwareFormatName)},
+  ordered_json out{{"format", std::string(kHardwareFormatName)},
                       {"version", kHardwareFormatVersion},
                       {"name", s.name},
                       {"description", s.description},
@@ -76,6 +81,10 @@ ordered_json hardware_to_json(const Hardware& hw) {
                       {"intra_node_latency_ns", s.intra_node_latency_ns},
                       {"inter_node_bytes_per_s", s.inter_node_bytes_per_s},
                       {"inter_node_latency_ns", s.inter_node_latency_ns}};
+  if (s.calibration) {
+    out["calibration"] = calibration_to_json(*s.calibration);
+  }
+  return out;
 }
 
 std::string hardware_to_json_text(const Hardware& hw, int indent) {

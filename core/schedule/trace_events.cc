@@ -2,13 +2,19 @@
 #include "core/schedule/trace_events.h"
 
 #include <cstddef>
+#include <vector>
 
 namespace fsdp {
 
 using nlohmann::json;
 
-void append_trace_process(json& events, std::int64_t pid, const std::string& name) {
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", name}}}});
+void append_trace_process(json& events, std::int64_t pid, const std::string& name,
+                          std::span<const std::int64_t> ranks) {
+  json args = {{"name", name}};
+  if (!ranks.empty()) {
+    args["ranks"] = std::vector<std::int64_t>(ranks.begin(), ranks.end());
+  }
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", args}});
   for (int s = 0; s < kNumStreams; ++s) {
     events.push_back({{"ph", "M"},
                       {"name", "thread_name"},

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,8 +16,11 @@
 namespace fsdp {
 
 // Metadata: process `pid` is named `name`, and its threads 0..kNumStreams-1 are the streams.
-// Appends to `events` (a JSON array).
-void append_trace_process(nlohmann::json& events, std::int64_t pid, const std::string& name);
+// Non-empty `ranks` (the simulator's class of several ranks) go into the name event's "ranks"
+// argument, so that a comparison can line its ops up with each rank's. Appends to `events` (a
+// JSON array).
+void append_trace_process(nlohmann::json& events, std::int64_t pid, const std::string& name,
+                          std::span<const std::int64_t> ranks = {});
 
 // A complete ("X") event for op `op_index` of `program`, run on `stream` of process `pid`.
 // `step` < 0 leaves the step out of the arguments.

@@ -13,6 +13,7 @@
 #include "core/base/strings.h"
 #include "core/hardware/hardware_presets.h"
 #include "properties/cross/gen_train_spec.h"
+#include "properties/cross/rank_harness.h"
 #include "sim/engine/simulator.h"
 
 #include <gtest/gtest.h>
@@ -23,10 +24,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -131,13 +130,7 @@ Expected<RankRun> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
   CountingCommunicatorSet comms(world.communicators(rank));
   cpu::CpuDevice device(str_cat("rank ", rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
-           backend::HostDecoder::make(spec.model, spec.microbatches, rank,
-                                      setup.config.mesh().size()));
-  if (setup.config.recompute()) {
-    for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
-      decoder->set_recompute(u, true);
-    }
-  }
+           cross::make_rank_decoder(setup, spec, rank));
   exec::ExecutorOptions options;
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;
@@ -179,21 +172,11 @@ Observed observe() {
       setup->config.mesh(),
       std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_s * 1000.0)));
   RC_ASSERT(world.has_value());
-  std::vector<std::optional<Expected<RankRun>>> results(static_cast<std::size_t>(n));
-  {
-    std::vector<std::thread> threads;
-    for (std::int64_t r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        results[static_cast<std::size_t>(r)] = run_rank(*setup, spec, r, **world);
-      });
-    }
-    for (std::thread& t : threads) {
-      t.join();
-    }
-  }
+  auto results = cross::run_rank_threads<RankRun>(
+      n, [&](std::int64_t r) { return run_rank(*setup, spec, r, **world); });
   Observed out{spec, std::move(*setup), {}, std::move(*simulated)};
   for (std::int64_t r = 0; r < n; ++r) {
-    auto& result = *results[static_cast<std::size_t>(r)];
+    auto& result = results[static_cast<std::size_t>(r)];
     if (!result) {
       RC_FAIL(str_cat("rank ", r, ": ", result.error().message()));
     }

@@ -34,6 +34,11 @@ static_assert(std::is_trivially_copyable_v<Event>);
 class EventQueue {
  public:
   void reserve(std::size_t n) { heap_.reserve(n); }
+  // Empties the queue and restarts the insertion sequence; keeps the capacity.
+  void clear() {
+    heap_.clear();
+    next_seq_ = 0;
+  }
   void push(SimTime t, EventKind kind, std::uint32_t subject, std::uint32_t generation);
   // FSDP_DCHECKs !empty().
   Event pop();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -32,10 +33,9 @@ struct Interval {
 struct CommInterval {
   SimTime start;
   SimTime end;
+  std::int32_t coll = 0;  // index into Simulator::colls_
   StreamKind stream = StreamKind::kAllGather;
-  std::int32_t axis = 0;
   OpKind kind = OpKind::kAllGather;
-  double bus_bytes = 0;
 };
 
 // One collective in flight: every class of group type `type` runs it on stream `stream`. Its
@@ -54,18 +54,26 @@ struct Flow {
 };
 
 // What the loop needs of one op, stored at the op's position in its program's stream lists (so a
-// stream walks a contiguous array instead of the 72-byte Ops of its program): 32 bytes.
+// stream walks a contiguous array instead of the 72-byte Ops of its program): 16 bytes, as the
+// loop is bound by the loads of its per-op data. The op's index in its program, needed only for
+// traces and messages, sits in a parallel array.
 struct Step {
   OpKind kind = OpKind::kRecord;
   StreamKind stream = StreamKind::kCompute;  // the op's own stream (also without overlap)
   std::uint8_t buffer_class = 0;             // alloc/free, clamped to [0, kNumBufferClasses)
-  std::uint8_t link = 0;                     // collectives: 1 inter-node, 0 intra-node
-  std::int32_t op = 0;                       // index into the program's ops
-  std::int32_t arg = 0;                      // alloc/free: buffer; record/wait: event; axis
-  std::int64_t bytes = 0;                    // alloc: size
-  SimDuration duration;                      // compute ops; collectives: latency
+  std::int32_t arg = 0;    // alloc/free: buffer; record/wait: event; collectives: index into colls_
+  std::int64_t value = 0;  // alloc: size in bytes; compute: base duration in ps
 };
-static_assert(sizeof(Step) <= 32);
+static_assert(sizeof(Step) == 16);
+
+// The costs of one collective op (at its position in the stream lists).
+struct CollStep {
+  SimDuration latency;   // unshared
+  SimDuration transfer;  // bandwidth term at the full link rate
+  double bus_bytes = 0;
+  std::int32_t axis = 0;
+  std::uint8_t link = 0;  // 1 inter-node, 0 intra-node
+};
 
 // Length of the overlap of [x.start, x.end) with the sorted, disjoint intervals `a`; `hint` only
 // moves forward, so calls with sorted disjoint x walk `a` once.
@@ -98,10 +106,13 @@ class Simulator {
             const SimClasses& classes)
       : schedule_(schedule), hardware_(hardware), options_(options), classes_(classes) {}
 
+  // Validates the schedule and computes everything that does not change between runs.
+  Status prepare();
+  // One step from the prepared state; prepare() must have succeeded. Repeatable.
   Expected<SimResult> run();
 
  private:
-  Status prepare();
+  void reset();
   void advance(std::uint32_t g);
   void arrive(std::uint32_t g, std::int32_t axis);
   void start_collective(std::int32_t type, std::int32_t stream);
@@ -113,7 +124,7 @@ class Simulator {
   void on_flow_done(std::int32_t f);
   void finish_collective(std::int32_t f);
   void on_op_done(std::uint32_t g);
-  void apply_memory(std::int32_t cls, const Step& step);
+  void apply_memory(std::int32_t cls, std::size_t pos);
   void fail(Error error) {
     if (!error_) {
       error_ = std::move(error);
@@ -137,7 +148,9 @@ class Simulator {
            g % kNumStreams;
   }
   const Step& current(std::uint32_t g) const { return steps_[static_cast<std::size_t>(cursor_[g])]; }
-  std::int32_t current_op(std::uint32_t g) const { return current(g).op; }
+  std::int32_t current_op(std::uint32_t g) const {
+    return step_op_[static_cast<std::size_t>(cursor_[g])];
+  }
   double compute_factor(std::int32_t cls) const {
     return classes_.straggler[static_cast<std::size_t>(cls)] != 0
                ? options_.straggler.compute_factor
@@ -160,8 +173,8 @@ class Simulator {
   std::vector<std::int64_t> op_base_;
   // Per position in the stream lists (program by program, stream by stream; cursor_ walks them).
   std::vector<Step> steps_;
-  std::vector<SimDuration> transfer_;  // collectives: bandwidth term at the full rate
-  std::vector<double> bus_bytes_;
+  std::vector<std::int32_t> step_op_;  // index into the program's ops
+  std::vector<CollStep> colls_;        // the collectives' costs, in position order
   // Per program stream list p * kNumStreams + s: its positions [list_begin_, list_end_).
   std::vector<std::int64_t> list_begin_, list_end_;
   // Per class.
@@ -186,8 +199,19 @@ class Simulator {
   std::vector<std::int32_t> free_flows_;
   std::vector<std::int32_t> transferring_;  // flows with share > 0, in start order
   std::vector<char> recorded_;
-  std::vector<std::int64_t> buffer_bytes_;  // -1 when not allocated
-  std::vector<CachingAllocator::Handle> buffer_block_;
+  // Per buffer (class base + buffer id): its size (-1 when not allocated) and allocator block.
+  struct LiveBuffer {
+    std::int64_t bytes = -1;
+    CachingAllocator::Handle block;
+  };
+  std::vector<LiveBuffer> buffers_;
+
+  // Per class: the state at the start of a run (resident buffers allocated), and the capacities
+  // to reserve for its interval lists.
+  std::vector<MemoryResult> init_memory_;
+  std::vector<CachingAllocator> init_allocator_;
+  std::vector<std::size_t> compute_reserve_, comm_reserve_;
+  std::size_t trace_reserve_ = 0;
 
   // Memory per class.
   std::vector<std::array<std::int64_t, kNumBufferClasses>> mem_by_class_;
@@ -217,14 +241,13 @@ Status Simulator::prepare() {
   sm_slowdown_ = options_.cost.sm_slowdown != 1.0;
   const std::size_t np = programs.size();
   const std::size_t nc = static_cast<std::size_t>(num_classes_);
-  const std::size_t ns = nc * kNumStreams;
   op_base_.resize(np + 1);
   for (std::size_t p = 0; p < np; ++p) {
     op_base_[p + 1] = op_base_[p] + static_cast<std::int64_t>(programs[p].ops.size());
   }
   steps_.assign(static_cast<std::size_t>(op_base_[np]), Step());
-  transfer_.assign(static_cast<std::size_t>(op_base_[np]), SimDuration());
-  bus_bytes_.assign(static_cast<std::size_t>(op_base_[np]), 0.0);
+  step_op_.assign(static_cast<std::size_t>(op_base_[np]), 0);
+  colls_.clear();
   std::int64_t filled = 0;
   list_begin_.resize(np * kNumStreams);
   list_end_.resize(np * kNumStreams);
@@ -233,6 +256,15 @@ Status Simulator::prepare() {
   // Collective sequence (kind, axis) per stream of program 0, to check the others against.
   std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
   const auto& infos = schedule_.collectives();
+  struct CachedCost {
+    bool valid = false;
+    OpKind kind = OpKind::kAllGather;
+    DType dtype = DType::kBf16;
+    std::int32_t axis = 0;
+    std::int64_t elements = 0;
+    CollectiveCost cost;
+  };
+  std::vector<CachedCost> cost_cache(infos.size());
   const std::int64_t ndim = schedule_.mesh().ndim();
   for (std::size_t p = 0; p < np; ++p) {
     const RankProgram& prog = programs[p];
@@ -266,28 +298,39 @@ Status Simulator::prepare() {
       Step& step = steps_[f];
       step.kind = op.kind;
       step.stream = op.stream;
-      step.op = idx;
+      step_op_[f] = idx;
       if (is_collective(op.kind)) {
         if (op.axis < 0 || op.axis >= ndim) {
           return Error(ErrorCode::kOutOfRange,
                        str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
                                " names mesh axis ", op.axis, " outside [0, ", ndim, ")"));
         }
-        std::span<const std::int64_t> members;
+        CollectiveCost cost;
         if (op.collective >= 0 && static_cast<std::size_t>(op.collective) < infos.size()) {
-          members = infos[static_cast<std::size_t>(op.collective)].member_elements;
+          // Every program (class) issues the same collective: its cost, linear in the group
+          // size for uneven members, is computed once per distinct (collective, kind, size).
+          CachedCost& cached = cost_cache[static_cast<std::size_t>(op.collective)];
+          if (!cached.valid || cached.kind != op.kind || cached.elements != op.elements ||
+              cached.dtype != op.dtype || cached.axis != op.axis) {
+            cached = CachedCost{true, op.kind, op.dtype, op.axis, op.elements,
+                                uneven_collective_cost(
+                                    op.kind, op.elements,
+                                    infos[static_cast<std::size_t>(op.collective)].member_elements,
+                                    op.dtype, links_[static_cast<std::size_t>(op.axis)],
+                                    options_.cost)};
+          }
+          cost = cached.cost;
+        } else {
+          cost = collective_cost(op.kind, op.elements, op.dtype,
+                                 links_[static_cast<std::size_t>(op.axis)], options_.cost);
         }
-        const CollectiveCost cost =
-            uneven_collective_cost(op.kind, op.elements, members, op.dtype,
-                                   links_[static_cast<std::size_t>(op.axis)], options_.cost);
-        step.arg = op.axis;
-        step.link = links_[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0;
-        step.duration = cost.latency;
-        transfer_[f] = cost.transfer;
-        bus_bytes_[f] = cost.bus_bytes;
+        step.arg = static_cast<std::int32_t>(colls_.size());
+        colls_.push_back(CollStep{
+            cost.latency, cost.transfer, cost.bus_bytes, op.axis,
+            static_cast<std::uint8_t>(links_[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0)});
         seq[stream].emplace_back(op.kind, op.axis);
       } else if (is_compute(op.kind)) {
-        step.duration = compute_cost(op, hardware_, options_.cost);
+        step.value = compute_cost(op, hardware_, options_.cost).ps();
       } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
         if (op.event < 0 || op.event >= prog.num_events) {
           return Error(ErrorCode::kOutOfRange,
@@ -303,7 +346,7 @@ Status Simulator::prepare() {
                                ")"));
         }
         step.arg = op.buffer;
-        step.bytes = op.bytes;
+        step.value = op.bytes;
         const auto bc = static_cast<std::size_t>(op.buffer_class);
         step.buffer_class = static_cast<std::uint8_t>(bc < kNumBufferClasses ? bc : 0);
       }
@@ -330,6 +373,37 @@ Status Simulator::prepare() {
     event_base_[c + 1] = event_base_[c] + std::max(prog.num_events, 0);
     buffer_base_[c + 1] = buffer_base_[c] + std::max(prog.num_buffers, 0);
   }
+  // The state every run starts from: resident buffers allocated, per class.
+  init_memory_.assign(nc, MemoryResult());
+  init_allocator_.assign(nc, CachingAllocator());
+  compute_reserve_.assign(nc, 0);
+  comm_reserve_.assign(nc, 0);
+  trace_reserve_ = 0;
+  for (std::size_t c = 0; c < nc; ++c) {
+    const std::size_t p = static_cast<std::size_t>(classes_.program[c]);
+    MemoryResult& m = init_memory_[c];
+    m.capacity_bytes = hardware_.memory_bytes();
+    for (const ResidentBuffer& b : programs[p].resident) {
+      m.resident_by_class[static_cast<std::size_t>(b.buffer_class)] += b.bytes;
+      m.resident_bytes += b.bytes;
+      init_allocator_[c].allocate(static_cast<int>(StreamKind::kCompute), b.bytes);
+    }
+    m.high_water_by_class = m.resident_by_class;
+    m.peak_bytes = m.resident_bytes;
+    m.peak_by_class = m.resident_by_class;
+    m.peak_reserved_bytes = init_allocator_[c].reserved_bytes();
+    m.fits = m.resident_bytes <= m.capacity_bytes;
+    m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
+    compute_reserve_[c] = compute_ops[p];
+    comm_reserve_[c] = collectives[p];
+    trace_reserve_ += programs[p].ops.size();
+  }
+  return ok_status();
+}
+
+void Simulator::reset() {
+  const std::size_t nc = static_cast<std::size_t>(num_classes_);
+  const std::size_t ns = nc * kNumStreams;
   cursor_.resize(ns);
   for (std::uint32_t g = 0; g < ns; ++g) {
     cursor_[g] = list_begin_[list_of(g)];
@@ -347,45 +421,38 @@ Status Simulator::prepare() {
   link_load_.assign(nc * 2, 0);
   pending_count_.assign(classes_.types.size() * kNumStreams, 0);
   pending_k_.assign(classes_.types.size() * kNumStreams, -1);
+  flows_.clear();
+  free_flows_.clear();
+  transferring_.clear();
   recorded_.assign(static_cast<std::size_t>(event_base_[nc]), 0);
-  buffer_bytes_.assign(static_cast<std::size_t>(buffer_base_[nc]), -1);
-  buffer_block_.assign(static_cast<std::size_t>(buffer_base_[nc]), CachingAllocator::Handle());
-  mem_by_class_.assign(nc, {});
-  mem_total_.assign(nc, 0);
-  memory_.assign(nc, MemoryResult());
-  allocator_.assign(nc, CachingAllocator());
-  compute_intervals_.assign(nc, {});
-  comm_intervals_.assign(nc, {});
+  buffers_.assign(static_cast<std::size_t>(buffer_base_[nc]), LiveBuffer());
+  // Copy-assignment keeps the capacity of the previous run's vectors.
+  memory_ = init_memory_;
+  allocator_ = init_allocator_;
+  mem_by_class_.resize(nc);
+  mem_total_.resize(nc);
+  compute_intervals_.resize(nc);
+  comm_intervals_.resize(nc);
   for (std::size_t c = 0; c < nc; ++c) {
-    const std::size_t p = static_cast<std::size_t>(classes_.program[c]);
-    MemoryResult& m = memory_[c];
-    m.capacity_bytes = hardware_.memory_bytes();
-    for (const ResidentBuffer& b : programs[p].resident) {
-      m.resident_by_class[static_cast<std::size_t>(b.buffer_class)] += b.bytes;
-      m.resident_bytes += b.bytes;
-      allocator_[c].allocate(static_cast<int>(StreamKind::kCompute), b.bytes);
-    }
-    mem_by_class_[c] = m.resident_by_class;
-    m.high_water_by_class = m.resident_by_class;
-    mem_total_[c] = m.resident_bytes;
-    m.peak_bytes = m.resident_bytes;
-    m.peak_by_class = m.resident_by_class;
-    m.peak_reserved_bytes = allocator_[c].reserved_bytes();
-    m.fits = m.resident_bytes <= m.capacity_bytes;
-    m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
-    compute_intervals_[c].reserve(compute_ops[p]);
-    comm_intervals_[c].reserve(collectives[p]);
+    mem_by_class_[c] = init_memory_[c].resident_by_class;
+    mem_total_[c] = init_memory_[c].resident_bytes;
+    compute_intervals_[c].clear();
+    compute_intervals_[c].reserve(compute_reserve_[c]);
+    comm_intervals_[c].clear();
+    comm_intervals_[c].reserve(comm_reserve_[c]);
   }
+  trace_.clear();
+  memory_trace_.clear();
+  op_log_.clear();
   if (options_.record_trace) {
-    std::size_t ops = 0;
-    for (std::size_t c = 0; c < nc; ++c) {
-      ops += programs[static_cast<std::size_t>(classes_.program[c])].ops.size();
-    }
-    trace_.reserve(ops);
-    memory_trace_.reserve(ops);
+    trace_.reserve(trace_reserve_);
+    memory_trace_.reserve(trace_reserve_);
   }
+  queue_.clear();
   queue_.reserve(2 * ns + 64);
-  return ok_status();
+  now_ = SimTime();
+  events_ = 0;
+  error_.reset();
 }
 
 std::string Simulator::describe_op(std::int32_t cls, std::int32_t op_index) const {
@@ -402,51 +469,51 @@ std::string Simulator::describe_op(std::int32_t cls, std::int32_t op_index) cons
   return text + ")";
 }
 
-void Simulator::apply_memory(std::int32_t cls, const Step& step) {
+void Simulator::apply_memory(std::int32_t cls, std::size_t pos) {
+  const Step& step = steps_[pos];
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::int32_t op_index = step.op;
-  const std::size_t b = static_cast<std::size_t>(buffer_base_[c] + step.arg);
+  LiveBuffer& buffer = buffers_[static_cast<std::size_t>(buffer_base_[c] + step.arg)];
   std::int64_t delta = 0;
   const std::size_t bc = step.buffer_class;
   if (step.kind == OpKind::kAlloc) {
-    if (buffer_bytes_[b] >= 0) {
+    if (buffer.bytes >= 0) {
       fail(Error(ErrorCode::kFailedPrecondition,
                  str_cat("class ", cls, " allocates buffer ", step.arg, " twice, at op ",
-                         describe_op(cls, op_index))));
+                         describe_op(cls, step_op_[pos]))));
       return;
     }
     // The free op names the buffer class too, so only the size is remembered.
-    buffer_bytes_[b] = step.bytes;
-    buffer_block_[b] = allocator_[c].allocate(static_cast<int>(step.stream), step.bytes);
-    delta = step.bytes;
+    buffer.bytes = step.value;
+    buffer.block = allocator_[c].allocate(static_cast<int>(step.stream), step.value);
+    delta = step.value;
   } else {
-    if (buffer_bytes_[b] < 0) {
+    if (buffer.bytes < 0) {
       fail(Error(ErrorCode::kFailedPrecondition,
                  str_cat("class ", cls, " frees buffer ", step.arg,
-                         " that is not allocated, at op ", describe_op(cls, op_index))));
+                         " that is not allocated, at op ", describe_op(cls, step_op_[pos]))));
       return;
     }
-    delta = -buffer_bytes_[b];
-    buffer_bytes_[b] = -1;
-    allocator_[c].release(buffer_block_[b]);
+    delta = -buffer.bytes;
+    buffer.bytes = -1;
+    allocator_[c].release(buffer.block);
   }
   mem_by_class_[c][bc] += delta;
   mem_total_[c] += delta;
   MemoryResult& m = memory_[c];
   m.high_water_by_class[bc] = std::max(m.high_water_by_class[bc], mem_by_class_[c][bc]);
   if (options_.record_ops) {
-    op_log_.push_back(OpRecord{cls, step.stream, op_index, now_, now_, delta});
+    op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, delta});
   }
   if (mem_total_[c] > m.peak_bytes) {
     m.peak_bytes = mem_total_[c];
     m.peak_by_class = mem_by_class_[c];
     m.peak_time = now_;
-    m.peak_op = op_index;
+    m.peak_op = step_op_[pos];
   }
   // When the resident buffers alone overflow, fits is already false and no op is blamed.
   if (mem_total_[c] > m.capacity_bytes && m.fits) {
     m.fits = false;
-    m.first_overflow_op = op_index;
+    m.first_overflow_op = step_op_[pos];
     m.first_overflow_time = now_;
   }
   const std::int64_t reserved = allocator_[c].reserved_bytes();
@@ -454,7 +521,7 @@ void Simulator::apply_memory(std::int32_t cls, const Step& step) {
     m.peak_reserved_bytes = reserved;
     if (reserved > m.capacity_bytes && m.reserved_fits) {
       m.reserved_fits = false;
-      m.first_reserved_overflow_op = op_index;
+      m.first_reserved_overflow_op = step_op_[pos];
     }
   }
   if (options_.record_trace) {
@@ -465,22 +532,33 @@ void Simulator::apply_memory(std::int32_t cls, const Step& step) {
 void Simulator::advance(std::uint32_t g) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::int64_t end = list_end_[list_of(g)];
-  while (cursor_[g] < end) {
-    if (error_) {
-      return;
-    }
-    const Step& step = current(g);
+  const std::size_t end = static_cast<std::size_t>(list_end_[list_of(g)]);
+  char* const recorded = recorded_.data() + event_base_[c];
+  // The cursor lives in a local while instant ops run, and is stored before anything that reads
+  // it (collectives read every member's cursor).
+  if (error_) {
+    return;
+  }
+  std::size_t pos = static_cast<std::size_t>(cursor_[g]);
+  // A stream walks its list forward but sparsely in time, so its next lines are usually out of
+  // cache by the time it returns: fetch them now, while this call's ops run.
+  __builtin_prefetch(steps_.data() + pos + 4);
+  __builtin_prefetch(steps_.data() + pos + 8);
+  for (; pos < end; ++pos) {
+    const Step& step = steps_[pos];
     switch (step.kind) {
       case OpKind::kAlloc:
       case OpKind::kFree:
-        apply_memory(cls, step);
-        ++cursor_[g];
+        apply_memory(cls, pos);
+        if (error_) {
+          cursor_[g] = static_cast<std::int64_t>(pos);
+          return;
+        }
         break;
       case OpKind::kRecord: {
-        recorded_[static_cast<std::size_t>(event_base_[c] + step.arg)] = 1;
+        recorded[step.arg] = 1;
         if (options_.record_ops) {
-          op_log_.push_back(OpRecord{cls, step.stream, step.op, now_, now_, 0});
+          op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
         for (std::uint32_t s = 0; s < kNumStreams; ++s) {
           const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) + s;
@@ -490,37 +568,39 @@ void Simulator::advance(std::uint32_t g) {
             queue_.push(now_, EventKind::kStreamReady, other, generation_[other]);
           }
         }
-        ++cursor_[g];
         break;
       }
       case OpKind::kWait:
-        if (recorded_[static_cast<std::size_t>(event_base_[c] + step.arg)] == 0) {
+        if (recorded[step.arg] == 0) {
+          cursor_[g] = static_cast<std::int64_t>(pos);
           state_[g] = StreamState::kBlockedEvent;
           blocked_event_[g] = step.arg;
           return;
         }
         if (options_.record_ops) {
-          op_log_.push_back(OpRecord{cls, step.stream, step.op, now_, now_, 0});
+          op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
-        ++cursor_[g];
         break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce:
-        arrive(g, step.arg);
+        cursor_[g] = static_cast<std::int64_t>(pos);
+        arrive(g, colls_[static_cast<std::size_t>(step.arg)].axis);
         return;
       default:
+        cursor_[g] = static_cast<std::int64_t>(pos);
         start_compute(g, step);
         return;
     }
   }
+  cursor_[g] = static_cast<std::int64_t>(pos);
   state_[g] = StreamState::kDone;
   stream_end_time_[g] = now_;
 }
 
 void Simulator::start_compute(std::uint32_t g, const Step& step) {
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
-  const SimDuration d = scaled(step.duration, compute_factor(cls));
+  const SimDuration d = scaled(SimDuration::ps(step.value), compute_factor(cls));
   state_[g] = StreamState::kBusy;
   op_start_[g] = now_;
   work_left_[g] = d.ps();
@@ -606,13 +686,14 @@ void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
   for (std::int32_t m : members) {
     const std::uint32_t gm = static_cast<std::uint32_t>(m) * kNumStreams +
                              static_cast<std::uint32_t>(stream);
-    const std::size_t f = static_cast<std::size_t>(cursor_[gm]);
+    const CollStep& coll =
+        colls_[static_cast<std::size_t>(steps_[static_cast<std::size_t>(cursor_[gm])].arg)];
     state_[gm] = StreamState::kBusy;
     op_start_[gm] = now_;
     // The ring runs at the pace of its slowest member's link.
-    transfer = std::max(transfer, scaled(transfer_[f], link_factor(m)));
-    latency = std::max(latency, steps_[f].duration);
-    link = steps_[f].link;
+    transfer = std::max(transfer, scaled(coll.transfer, link_factor(m)));
+    latency = std::max(latency, coll.latency);
+    link = coll.link;
     comm_begin(m);
   }
   std::int32_t id = 0;
@@ -706,17 +787,16 @@ void Simulator::on_op_done(std::uint32_t g) {
   const std::size_t pos = static_cast<std::size_t>(cursor_[g]);
   const Step& step = steps_[pos];
   if (is_collective(step.kind)) {
-    comm_intervals_[c].push_back(
-        CommInterval{op_start_[g], now_, step.stream, step.arg, step.kind, bus_bytes_[pos]});
+    comm_intervals_[c].push_back(CommInterval{op_start_[g], now_, step.arg, step.stream, step.kind});
     ++coll_pos_[g];
   } else {
     compute_intervals_[c].push_back(Interval{op_start_[g], now_});
   }
   if (options_.record_trace) {
-    trace_.push_back(TraceRecord{cls, step.stream, step.op, op_start_[g], now_});
+    trace_.push_back(TraceRecord{cls, step.stream, step_op_[pos], op_start_[g], now_});
   }
   if (options_.record_ops) {
-    op_log_.push_back(OpRecord{cls, step.stream, step.op, op_start_[g], now_, 0});
+    op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], op_start_[g], now_, 0});
   }
   ++cursor_[g];
   state_[g] = StreamState::kReady;
@@ -785,11 +865,12 @@ SimResult Simulator::finish() {
     std::array<std::size_t, kNumStreams> hint{};
     for (const CommInterval& iv : comm) {
       const std::size_t s = static_cast<std::size_t>(iv.stream);
+      const CollStep& coll = colls_[static_cast<std::size_t>(iv.coll)];
       auto it = std::find_if(cr.comm.begin(), cr.comm.end(), [&](const CommStat& st) {
-        return st.stream == iv.stream && st.axis == iv.axis;
+        return st.stream == iv.stream && st.axis == coll.axis;
       });
       if (it == cr.comm.end()) {
-        cr.comm.push_back(CommStat{iv.stream, iv.axis, 0, SimDuration(), SimDuration()});
+        cr.comm.push_back(CommStat{iv.stream, coll.axis, 0, SimDuration(), SimDuration()});
         it = cr.comm.end() - 1;
       }
       ++it->count;
@@ -797,14 +878,14 @@ SimResult Simulator::finish() {
       // Intervals of different streams interleave in `comm`, so keep one hint per stream.
       it->exposed += (iv.end - iv.start) - overlap(comp, iv.start, iv.end, hint[s]);
       auto kt = std::find_if(kinds.begin(), kinds.end(), [&](const CollectiveKindStat& k) {
-        return k.kind == iv.kind && k.axis == iv.axis;
+        return k.kind == iv.kind && k.axis == coll.axis;
       });
       if (kt == kinds.end()) {
-        kinds.push_back(CollectiveKindStat{iv.kind, iv.axis, 0, 0.0, SimDuration()});
+        kinds.push_back(CollectiveKindStat{iv.kind, coll.axis, 0, 0.0, SimDuration()});
         kt = kinds.end() - 1;
       }
       ++kt->count;
-      kt->bus_bytes += iv.bus_bytes;
+      kt->bus_bytes += coll.bus_bytes;
       kt->time += iv.end - iv.start;
     }
     std::sort(cr.comm.begin(), cr.comm.end(), [](const CommStat& a, const CommStat& b) {
@@ -853,7 +934,7 @@ SimResult Simulator::finish() {
 }
 
 Expected<SimResult> Simulator::run() {
-  FSDP_RETURN_IF_ERROR(prepare());
+  reset();
   for (std::uint32_t g = 0; g < state_.size(); ++g) {
     queue_.push(SimTime::zero(), EventKind::kStreamReady, g, generation_[g]);
   }
@@ -896,32 +977,76 @@ Expected<SimResult> Simulator::run() {
   return finish();
 }
 
-Expected<SimResult> simulate_classes(const Schedule& schedule, const Hardware& hardware,
-                                     const SimOptions& options, std::span<const char> straggler) {
+// One simulation of the schedule's classes refined by `straggler` flags (empty: none). Holds the
+// classes and options that the Simulator references, at a stable address.
+struct ClassSimulation {
+  ClassSimulation(const Schedule& schedule, const Hardware& hardware, SimOptions opts,
+                  SimClasses cls)
+      : options(std::move(opts)),
+        classes(std::move(cls)),
+        sim(schedule, hardware, options, classes) {}
+  SimOptions options;
+  SimClasses classes;
+  Simulator sim;
+};
+
+Expected<std::unique_ptr<ClassSimulation>> prepare_classes(const Schedule& schedule,
+                                                           const Hardware& hardware,
+                                                           const SimOptions& options,
+                                                           std::span<const char> straggler) {
   FSDP_TRY(SimClasses classes,
            make_sim_classes(schedule.mesh(), schedule.rank_class(),
                             static_cast<std::int32_t>(schedule.programs().size()), straggler));
-  Simulator sim(schedule, hardware, options, classes);
-  return sim.run();
+  auto sim = std::make_unique<ClassSimulation>(schedule, hardware, options, std::move(classes));
+  FSDP_RETURN_IF_ERROR(sim->sim.prepare());
+  return sim;
 }
 
 }  // namespace
 
-Expected<SimResult> simulate(const Schedule& schedule, const Hardware& hardware,
-                             const SimOptions& options) {
+// With stragglers, `baseline` is the same schedule without them (step time only).
+struct PreparedSimulation::Impl {
+  std::unique_ptr<ClassSimulation> main;
+  std::unique_ptr<ClassSimulation> baseline;
+};
+
+PreparedSimulation::PreparedSimulation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PreparedSimulation::PreparedSimulation(PreparedSimulation&&) noexcept = default;
+PreparedSimulation& PreparedSimulation::operator=(PreparedSimulation&&) noexcept = default;
+PreparedSimulation::~PreparedSimulation() = default;
+
+Expected<SimResult> PreparedSimulation::run() {
+  FSDP_CHECK(impl_ != nullptr) << "run() on a moved-from PreparedSimulation";
+  FSDP_TRY(SimResult result, impl_->main->sim.run());
+  if (impl_->baseline) {
+    FSDP_TRY(SimResult baseline, impl_->baseline->sim.run());
+    result.baseline_step_time = baseline.step_time;
+  }
+  return result;
+}
+
+Expected<PreparedSimulation> prepare_simulation(const Schedule& schedule, const Hardware& hardware,
+                                                const SimOptions& options) {
+  auto impl = std::make_unique<PreparedSimulation::Impl>();
   if (!options.straggler.active()) {
-    return simulate_classes(schedule, hardware, options, {});
+    FSDP_TRY(impl->main, prepare_classes(schedule, hardware, options, {}));
+    return PreparedSimulation(std::move(impl));
   }
   FSDP_TRY(std::vector<char> flags,
            straggler_flags(options.straggler, schedule.mesh().size()));
-  FSDP_TRY(SimResult result, simulate_classes(schedule, hardware, options, flags));
+  FSDP_TRY(impl->main, prepare_classes(schedule, hardware, options, flags));
   SimOptions baseline_options = options;
   baseline_options.straggler = Straggler();
   baseline_options.record_trace = false;
   baseline_options.record_ops = false;
-  FSDP_TRY(SimResult baseline, simulate_classes(schedule, hardware, baseline_options, {}));
-  result.baseline_step_time = baseline.step_time;
-  return result;
+  FSDP_TRY(impl->baseline, prepare_classes(schedule, hardware, baseline_options, {}));
+  return PreparedSimulation(std::move(impl));
+}
+
+Expected<SimResult> simulate(const Schedule& schedule, const Hardware& hardware,
+                             const SimOptions& options) {
+  FSDP_TRY(PreparedSimulation prepared, prepare_simulation(schedule, hardware, options));
+  return prepared.run();
 }
 
 }  // namespace fsdp::sim

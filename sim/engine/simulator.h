@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/base/expected.h"
@@ -143,9 +144,39 @@ struct SimResult {
 
 // Errors: kOutOfRange for a straggler rank outside the mesh; kFailedPrecondition for a deadlock
 // (a wait whose event is never recorded, a collective some member class never reaches), naming
-// each blocked class (by representative rank), stream and op; for a buffer allocated twice or freed while not allocated; for classes whose collective
-// sequences differ on a stream. kOutOfRange for an op id outside its program's ranges.
+// each blocked class (by representative rank), stream and op; for a buffer allocated twice or
+// freed while not allocated; for classes whose collective sequences differ on a stream.
+// kOutOfRange for an op id outside its program's ranges. Same as prepare_simulation + run.
 Expected<SimResult> simulate(const Schedule& schedule, const Hardware& hardware,
                              const SimOptions& options = {});
+
+// A schedule prepared once for simulation: the rank classes, every op's base cost, the stream
+// lists and the resident-memory state are computed by prepare_simulation; run() then only executes
+// the event loop (reusing its buffers), so repeated steps and benchmarks of the engine pay the
+// preparation once. Every run() returns the same SimResult as simulate() with the same arguments.
+// References `schedule` and `hardware`, which must outlive it. Movable, not copyable; run() is not
+// thread-safe (use one PreparedSimulation per thread).
+class PreparedSimulation {
+ public:
+  PreparedSimulation(PreparedSimulation&&) noexcept;
+  PreparedSimulation& operator=(PreparedSimulation&&) noexcept;
+  ~PreparedSimulation();
+
+  // Errors: those of simulate() found while running (deadlocks, buffers allocated twice or freed
+  // while not allocated).
+  Expected<SimResult> run();
+
+ private:
+  struct Impl;
+  explicit PreparedSimulation(std::unique_ptr<Impl> impl);
+  friend Expected<PreparedSimulation> prepare_simulation(const Schedule&, const Hardware&,
+                                                         const SimOptions&);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Errors: those of simulate() found before running (stragglers outside the mesh, ops naming
+// streams, axes, events or buffers outside their ranges, collective sequences that differ).
+Expected<PreparedSimulation> prepare_simulation(const Schedule& schedule, const Hardware& hardware,
+                                                const SimOptions& options = {});
 
 }  // namespace fsdp::sim

@@ -24,10 +24,9 @@ class CachingAllocator {
   static constexpr std::int64_t kRoundLarge = 2 << 20;        // rounding of big segments
   static constexpr int kMaxStreams = 4;
 
-  // Where a live allocation sits.
+  // A live allocation: the index of its block record, so release() needs no search.
   struct Handle {
-    std::int32_t segment = -1;
-    std::int64_t offset = 0;
+    std::int32_t block = -1;
   };
 
   // The block size a request of `bytes` occupies (>= 512, a multiple of 512).
@@ -38,37 +37,71 @@ class CachingAllocator {
   // Serves `bytes` on `stream` (0 <= stream < kMaxStreams, FSDP_CHECKed) from the best-fitting
   // cached block of that stream's pool, or from a new segment. bytes <= 0 gets a 512 B block.
   Handle allocate(int stream, std::int64_t bytes);
-  // Returns the block to its pool, merged with free neighbours; FSDP_CHECKs the handle is live.
+  // Returns the block to its pool, merged with free neighbours (whose records are recycled);
+  // FSDP_CHECKs the handle is live.
   void release(Handle handle);
 
   std::int64_t reserved_bytes() const { return reserved_; }    // sum of segment sizes
   std::int64_t allocated_bytes() const { return allocated_; }  // sum of live block sizes
+  // Free blocks cached in all pools.
+  std::size_t cached_blocks() const {
+    std::size_t n = 0;
+    for (const auto& p : pools_) {
+      n += p.size();
+    }
+    return n;
+  }
 
  private:
+  enum class BlockState : std::uint8_t { kFree, kLive, kRecycled };
+  // The blocks of a segment form a doubly linked list by offset that covers the segment.
   struct Block {
     std::int64_t offset = 0;
     std::int64_t size = 0;
-    bool free = false;
+    std::int32_t segment = 0;
+    std::int32_t prev = -1;  // block records, -1 at the segment's ends
+    std::int32_t next = -1;
+    BlockState state = BlockState::kFree;
   };
   struct Segment {
     int stream = 0;
     bool small = false;
-    std::vector<Block> blocks;  // by offset, covering the segment
   };
+  // A cached block in a pool, 16 bytes. Pools are ordered by (size, segment, offset), PyTorch's
+  // best-fit order (see before()); the offset, a tie-break within one segment, is read from the
+  // block record.
   struct FreeKey {
     std::int64_t size = 0;
     std::int32_t segment = 0;
-    std::int64_t offset = 0;
-    friend auto operator<=>(const FreeKey&, const FreeKey&) = default;
+    std::int32_t block = 0;
   };
-  std::vector<FreeKey>& pool(int stream, bool small) {
-    return pools_[static_cast<std::size_t>(stream * 2 + (small ? 1 : 0))];
+  bool before(const FreeKey& a, const FreeKey& b) const {
+    if (a.size != b.size) {
+      return a.size < b.size;
+    }
+    if (a.segment != b.segment) {
+      return a.segment < b.segment;
+    }
+    return blocks_[static_cast<std::size_t>(a.block)].offset <
+           blocks_[static_cast<std::size_t>(b.block)].offset;
   }
-  void add_free(int stream, bool small, FreeKey key);
-  void remove_free(int stream, bool small, FreeKey key);
+  FreeKey key_of(std::int32_t b) const {
+    const Block& block = blocks_[static_cast<std::size_t>(b)];
+    return FreeKey{block.size, block.segment, b};
+  }
+  std::vector<FreeKey>& pool(std::int32_t segment) {
+    const Segment& s = segments_[static_cast<std::size_t>(segment)];
+    return pools_[static_cast<std::size_t>(s.stream * 2 + (s.small ? 1 : 0))];
+  }
+  std::int32_t new_block(const Block& block);
+  void recycle(std::int32_t b);
+  void add_free(std::int32_t b);
+  void remove_free(std::int32_t b);
 
+  std::vector<Block> blocks_;
+  std::vector<std::int32_t> recycled_;  // block records free for reuse
   std::vector<Segment> segments_;
-  std::array<std::vector<FreeKey>, 2 * kMaxStreams> pools_;  // sorted (size, segment, offset)
+  std::array<std::vector<FreeKey>, 2 * kMaxStreams> pools_;  // sorted by before()
   std::int64_t reserved_ = 0;
   std::int64_t allocated_ = 0;
 };

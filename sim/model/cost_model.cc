@@ -34,6 +34,13 @@ std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardwar
     link.inter_node = inter;
     link.bytes_per_s = inter ? hardware.inter_node_bytes_per_s() : hardware.intra_node_bytes_per_s();
     link.latency_ns = inter ? hardware.inter_node_latency_ns() : hardware.intra_node_latency_ns();
+    if (const Calibration* c = hardware.calibration(); c != nullptr && n > 1) {
+      for (const CollectiveCurve& curve : c->collectives) {
+        if (curve.ranks == n) {
+          link.measured.push_back(curve);
+        }
+      }
+    }
     links.push_back(link);
   }
   return links;
@@ -87,7 +94,39 @@ CollectiveCost ring(std::int64_t hops, double chunk_bytes, double bus_bytes, dou
   return cost;
 }
 
+// The link's measured curve of `kind`, or nullptr.
+const CollectiveCurve* measured_curve(const AxisLink& link, OpKind kind) {
+  for (const CollectiveCurve& c : link.measured) {
+    if (c.kind == kind) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+// A call moving `member_bytes` on a measured curve; bus bytes as nccl-tests counts them.
+CollectiveCost measured_cost(const CollectiveCurve& curve, OpKind kind, double member_bytes,
+                             std::int64_t n) {
+  CollectiveCost cost;
+  const double nd = static_cast<double>(n);
+  cost.bus_bytes = kind == OpKind::kAllReduce ? 2.0 * (nd - 1.0) / nd * member_bytes
+                                              : (nd - 1.0) * member_bytes;
+  const double total_ns = curve_ns(curve, member_bytes);
+  const double latency_ns = std::min(total_ns, static_cast<double>(curve.points.front().ns));
+  cost.latency = duration_from_seconds(latency_ns * 1e-9);
+  cost.transfer = duration_from_seconds((total_ns - latency_ns) * 1e-9);
+  cost.duration = cost.latency + cost.transfer;
+  return cost;
+}
+
 }  // namespace
+
+CostOptions calibrated_cost_options(CostOptions options, const Hardware& hardware) {
+  if (const Calibration* c = hardware.calibration()) {
+    options.sm_slowdown = static_cast<double>(c->compute_slowdown_permille) / 1000.0;
+  }
+  return options;
+}
 
 CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
                                const AxisLink& link, const CostOptions& options) {
@@ -96,6 +135,10 @@ CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DT
     return CollectiveCost();
   }
   const double element_bytes = static_cast<double>(dtype_bytes(dtype));
+  if (const CollectiveCurve* curve = measured_curve(link, kind)) {
+    return measured_cost(*curve, kind, static_cast<double>(max_member_elements) * element_bytes,
+                         n);
+  }
   const double nd = static_cast<double>(n);
   const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
   if (kind != OpKind::kAllReduce) {
@@ -140,6 +183,17 @@ CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
       std::max(elements, *std::max_element(member_elements.begin(), member_elements.end()));
   const bool uneven = std::any_of(member_elements.begin(), member_elements.end(),
                                   [&](std::int64_t e) { return e != member_elements.front(); });
+  if (const CollectiveCurve* curve = measured_curve(link, kind);
+      curve != nullptr && uneven && kind != OpKind::kAllReduce && link.group_size > 1) {
+    double total = 0.0;
+    for (std::int64_t e : member_elements) {
+      total += static_cast<double>(e);
+    }
+    return measured_cost(*curve, kind,
+                         total / static_cast<double>(member_elements.size()) *
+                             static_cast<double>(dtype_bytes(dtype)),
+                         link.group_size);
+  }
   if (!uneven || kind == OpKind::kAllReduce ||
       options.uneven == UnevenCollective::kPadToMax || link.group_size <= 1) {
     return collective_cost(kind, max_elements, dtype, link, options);
@@ -175,6 +229,18 @@ SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptio
       break;
     default:
       return SimDuration();
+  }
+  if (const Calibration* c = hardware.calibration()) {
+    if (const ComputeRate* rate = find_compute_rate(*c, op.kind)) {
+      double seconds = 0.0;
+      if (rate->flops_per_s > 0) {
+        seconds += static_cast<double>(op.flops) / static_cast<double>(rate->flops_per_s);
+      }
+      if (rate->bytes_per_s > 0) {
+        seconds += static_cast<double>(op.mem_bytes) / static_cast<double>(rate->bytes_per_s);
+      }
+      return duration_from_seconds(seconds);
+    }
   }
   const double peak = static_cast<double>(
       op.dtype == DType::kFp32 ? hardware.peak_fp32_flops() : hardware.peak_bf16_flops());

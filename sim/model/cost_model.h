@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hardware/calibration.h"
 #include "core/hardware/hardware.h"
 #include "core/mesh/device_mesh.h"
 #include "core/schedule/op.h"
@@ -54,6 +55,9 @@ struct AxisLink {
   bool inter_node = false;           // some group spans two nodes
   std::int64_t bytes_per_s = 0;      // per device, per direction
   std::int64_t latency_ns = 0;       // per ring step
+  // Measured collective times on groups of group_size (the hardware's calibration): when a curve
+  // of an op's kind is here, it replaces the ring formula (docs/design/fidelity.md).
+  std::vector<CollectiveCurve> measured = {};
   friend bool operator==(const AxisLink&, const AxisLink&) = default;
 };
 
@@ -75,21 +79,30 @@ struct CollectiveCost {
 // where bus_bytes is (n - 1) / n of the full buffer for all-gather and reduce-scatter (steps 1)
 // and 2 (n - 1) / n of it for all-reduce (steps 2). Tree all-reduce: alpha * 2 ceil(log2 n) +
 // 2 * buffer / (bandwidth * efficiency). Per-step messages below options.min_message_bytes cost
-// as that size. A group of one costs nothing.
+// as that size. A group of one costs nothing. With a measured curve of `kind` on the link, the
+// duration is the curve's time at the member payload (curve_ns); its latency is the curve's
+// smallest-size time and the rest is transfer.
 CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
                                const AxisLink& link, const CostOptions& options);
 
 // The same for a collective whose members move `member_elements` (one entry per group member;
 // empty or all equal: every member moves `elements`). With UnevenCollective::kGroupedBroadcast an
 // uneven all-gather or reduce-scatter is costed as a group of n broadcasts (reduces) whose links
-// carry (n - 1) / n of the real total, with the latency of one ring pass.
+// carry (n - 1) / n of the real total, with the latency of one ring pass. A measured curve is read
+// at the members' mean payload (MPI's v-collectives move the real counts).
 CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
                                       std::span<const std::int64_t> member_elements, DType dtype,
                                       const AxisLink& link, const CostOptions& options);
 
 // A compute op (is_compute(op.kind)): max of its math time at the peak of its dtype (fp32 peak
-// for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops.
+// for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops. With a
+// calibrated rate for the op's kind: flops / flops_per_s + mem_bytes / bytes_per_s (measured
+// rates already include the efficiencies, which are then not applied).
 SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptions& options);
+
+// `options` with the hardware's measured compute slowdown during communication as sm_slowdown
+// (unchanged when the hardware has no calibration).
+CostOptions calibrated_cost_options(CostOptions options, const Hardware& hardware);
 
 // Seconds to picoseconds, rounded up; FSDP_CHECKs that the value fits SimDuration.
 SimDuration duration_from_seconds(double seconds);

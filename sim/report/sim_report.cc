@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 #include "core/base/strings.h"
 #include "core/schedule/trace_events.h"
@@ -206,11 +207,20 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
 
 nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
   nlohmann::json events = nlohmann::json::array();
+  // Without stragglers class c is program c, and its ranks are those of rank_class() c.
+  const bool by_program = result.classes.size() == schedule.programs().size();
   for (std::size_t c = 0; c < result.classes.size(); ++c) {
     const ClassResult& p = result.classes[c];
+    std::vector<std::int64_t> ranks;
+    for (std::size_t r = 0; by_program && r < schedule.rank_class().size(); ++r) {
+      if (static_cast<std::size_t>(schedule.rank_class()[r]) == c) {
+        ranks.push_back(static_cast<std::int64_t>(r));
+      }
+    }
     append_trace_process(events, static_cast<std::int64_t>(c),
                          str_cat("class ", c, " (rank ", p.representative_rank, ", ", p.num_ranks,
-                                 " ranks", p.straggler ? ", stragglers" : "", ")"));
+                                 " ranks", p.straggler ? ", stragglers" : "", ")"),
+                         ranks);
   }
   for (const TraceRecord& r : result.trace) {
     const std::size_t program =

@@ -12,6 +12,10 @@
 //   BM_SimulatorLlama70bUnpadded    Llama 3 70B on dp=4096 (ZeRO-3) with the unpadded layout, 8
 //                                   microbatches: ranks hold unequal shards, so many rank classes
 //                                   are simulated and the slowest member gates each collective.
+//   BM_Engine*                      the same scenarios on a PreparedSimulation prepared once
+//                                   outside the loop: each iteration is PreparedSimulation::run(),
+//                                   the event loop and the result it returns (the engine itself);
+//                                   the BM_Simulator* ones time simulate(), preparation included.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -36,7 +40,9 @@ Schedule build(const std::string& model, Strategy strategy, const std::string& m
   return build_schedule(load_model_preset(model).value(), config, Workload{}).value();
 }
 
-void run(benchmark::State& state, const Schedule& schedule, bool trace) {
+// Times simulate() (prepared == false) or PreparedSimulation::run() on a simulation prepared
+// before the loop (prepared == true).
+void run(benchmark::State& state, const Schedule& schedule, bool trace, bool prepared = false) {
   const Hardware hw = find_hardware_preset("h100").value();
   SimOptions options;
   options.record_trace = trace;
@@ -45,9 +51,14 @@ void run(benchmark::State& state, const Schedule& schedule, bool trace) {
   for (const RankProgram& p : schedule.programs()) {
     ops += static_cast<std::int64_t>(p.ops.size());
   }
+  auto simulation = prepare_simulation(schedule, hw, options);
+  if (!simulation) {
+    state.SkipWithError(simulation.error().message().c_str());
+    return;
+  }
   double step_ms = 0;
   for (auto _ : state) {
-    auto result = simulate(schedule, hw, options);
+    auto result = prepared ? simulation->run() : simulate(schedule, hw, options);
     if (!result) {
       state.SkipWithError(result.error().message().c_str());
       return;
@@ -66,32 +77,57 @@ void run(benchmark::State& state, const Schedule& schedule, bool trace) {
   state.counters["step_ms"] = step_ms;
 }
 
-void BM_SimulatorLlama405bHsdp(benchmark::State& state) {
+const Schedule& llama405b_hsdp() {
   static const Schedule schedule =
       build("llama-3.1-405b", Strategy::kHsdp, "dp_outer=2048,dp_inner=8", 8);
-  run(state, schedule, /*trace=*/false);
+  return schedule;
+}
+
+const Schedule& llama70b_unpadded() {
+  static const Schedule schedule =
+      build("llama-3-70b", Strategy::kZero3, "dp=4096", 8, ShardLayout::kUnpadded);
+  return schedule;
+}
+
+const Schedule& llama8b_dp16() {
+  static const Schedule schedule = build("llama-3-8b", Strategy::kZero3, "dp=16", 4);
+  return schedule;
+}
+
+void BM_SimulatorLlama405bHsdp(benchmark::State& state) {
+  run(state, llama405b_hsdp(), /*trace=*/false);
 }
 BENCHMARK(BM_SimulatorLlama405bHsdp)->Unit(benchmark::kMillisecond);
 
 void BM_SimulatorLlama405bHsdpTrace(benchmark::State& state) {
-  static const Schedule schedule =
-      build("llama-3.1-405b", Strategy::kHsdp, "dp_outer=2048,dp_inner=8", 8);
-  run(state, schedule, /*trace=*/true);
+  run(state, llama405b_hsdp(), /*trace=*/true);
 }
 BENCHMARK(BM_SimulatorLlama405bHsdpTrace)->Unit(benchmark::kMillisecond);
 
 void BM_SimulatorLlama70bUnpadded(benchmark::State& state) {
-  static const Schedule schedule =
-      build("llama-3-70b", Strategy::kZero3, "dp=4096", 8, ShardLayout::kUnpadded);
-  run(state, schedule, /*trace=*/false);
+  run(state, llama70b_unpadded(), /*trace=*/false);
 }
 BENCHMARK(BM_SimulatorLlama70bUnpadded)->Unit(benchmark::kMillisecond);
 
 void BM_SimulatorLlama8bDp16(benchmark::State& state) {
-  static const Schedule schedule = build("llama-3-8b", Strategy::kZero3, "dp=16", 4);
-  run(state, schedule, /*trace=*/false);
+  run(state, llama8b_dp16(), /*trace=*/false);
 }
 BENCHMARK(BM_SimulatorLlama8bDp16)->Unit(benchmark::kMillisecond);
+
+void BM_EngineLlama405bHsdp(benchmark::State& state) {
+  run(state, llama405b_hsdp(), /*trace=*/false, /*prepared=*/true);
+}
+BENCHMARK(BM_EngineLlama405bHsdp)->Unit(benchmark::kMillisecond);
+
+void BM_EngineLlama70bUnpadded(benchmark::State& state) {
+  run(state, llama70b_unpadded(), /*trace=*/false, /*prepared=*/true);
+}
+BENCHMARK(BM_EngineLlama70bUnpadded)->Unit(benchmark::kMillisecond);
+
+void BM_EngineLlama8bDp16(benchmark::State& state) {
+  run(state, llama8b_dp16(), /*trace=*/false, /*prepared=*/true);
+}
+BENCHMARK(BM_EngineLlama8bDp16)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace fsdp::sim

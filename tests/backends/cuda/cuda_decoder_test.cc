@@ -122,16 +122,8 @@ TEST(CudaOptimizerTest, DeviceUpdateMatchesOptimizerUpdate) {
     DeviceVector<float> dst(st.empty() ? std::vector<float>(1, 0.0F) : st);
     for (std::int64_t step = 1; step <= 3; ++step) {
       backend::optimizer_update(kind, hyper, step, w, g, st);
-      OptimizerArgs args;
-      args.kind = kind == OptimizerKind::kSgd ? 0 : (kind == OptimizerKind::kSgdMomentum ? 1 : 2);
-      args.lr = hyper.lr;
-      args.momentum = hyper.momentum;
-      args.beta1 = hyper.beta1;
-      args.beta2 = hyper.beta2;
-      args.eps = hyper.eps;
-      args.bias1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
-      args.bias2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
-      ASSERT_EQ(launch_optimizer_update(args, static_cast<std::int64_t>(n), dw.get(), dg.get(),
+      ASSERT_EQ(launch_optimizer_update(optimizer_args(kind, hyper, step),
+                                        static_cast<std::int64_t>(n), dw.get(), dg.get(),
                                         dst.get(), nullptr),
                 cudaSuccess);
     }

@@ -52,6 +52,36 @@ TEST(CudaProbeTest, DecoderAndCommunicatorsRejectANonCudaDevice) {
       << decoder.error().message();
 }
 
+TEST(CudaProbeTest, CheckUsableGivesTheTrainCommandsOneLine) {
+  const Status s = check_cuda_usable();
+  if (cuda_device_count() > 0) {
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    return;
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE(one_line(s.error().message())) << s.error().message();
+  EXPECT_EQ(s.error().message().rfind("backend cuda: no usable GPU (cudaGetDeviceCount: ", 0), 0U)
+      << s.error().message();
+}
+
+TEST(CudaProbeTest, InProcessCudaTrainingWithoutAGpuFailsEveryRankCleanly) {
+  if (cuda_device_count() > 0) {
+    GTEST_SKIP() << "a GPU is visible (CudaTrainingTest covers this machine)";
+  }
+  exec::TrainSpec spec;
+  spec.mesh = "dp=2";
+  spec.steps = 1;
+  const exec::TrainSetup setup = exec::prepare_training(spec).value();
+  const auto outcomes = run_ranks_in_process_cuda(setup, spec, /*skip_rank=*/{}, /*on_step=*/{});
+  ASSERT_EQ(outcomes.size(), 2U);
+  for (const auto& o : outcomes) {
+    ASSERT_FALSE(o.has_value());
+    EXPECT_NE(o.error().message().find("backend cuda: no usable GPU"), std::string::npos)
+        << o.error().message();
+  }
+}
+
 TEST(CudaProbeTest, NcclRuntimeVersionPicksTheUnevenAllGatherStrategy) {
   const int version = nccl_runtime_version();
   EXPECT_GE(version, 22800) << "expected the NCCL 2.28+ this project builds against";

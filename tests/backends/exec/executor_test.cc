@@ -17,24 +17,12 @@
 #include "backends/cpu/in_process_training.h"
 #include "backends/exec/trainer.h"
 #include "tests/backends/cpu/timeout_test_util.h"
+#include "tests/backends/exec/train_test_util.h"
 
 namespace fsdp::exec {
 namespace {
 
-TrainSpec tiny_spec() {
-  TrainSpec spec;
-  spec.model.vocab = 16;
-  spec.model.hidden = 8;
-  spec.model.ffn = 16;
-  spec.model.layers = 2;
-  spec.model.seq_len = 4;
-  spec.model.micro_batch_size = 2;
-  spec.model.seed = 7;
-  spec.steps = 3;
-  spec.timeout_s = 30.0;
-  spec.hyper.lr = 0.05;
-  return spec;
-}
+TrainSpec tiny_spec() { return testing::tiny_train_spec(); }
 
 struct Case {
   std::string name;

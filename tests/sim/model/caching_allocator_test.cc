@@ -77,5 +77,33 @@ TEST(CachingAllocatorTest, NeighboursMergeWhenFreed) {
   EXPECT_EQ(a.reserved_bytes(), 2 * kMiB);
 }
 
+TEST(CachingAllocatorTest, HandlesStayValidWhileBlockRecordsAreMergedAndReused) {
+  CachingAllocator a;
+  const auto x = a.allocate(0, 512 * 1024);
+  const auto y = a.allocate(0, 512 * 1024);
+  const auto z = a.allocate(0, 512 * 1024);
+  EXPECT_EQ(a.cached_blocks(), 1u);  // the 512 KiB tail of the 2 MiB segment
+  a.release(x);
+  EXPECT_EQ(a.cached_blocks(), 2u);
+  a.release(y);  // merges with x: its record is recycled
+  EXPECT_EQ(a.cached_blocks(), 2u);
+  const auto w = a.allocate(0, kMiB);  // exactly the merged block
+  EXPECT_EQ(a.cached_blocks(), 1u);
+  EXPECT_EQ(a.allocated_bytes(), kMiB + 512 * 1024);
+  a.release(z);  // merges with the tail, not with the live w
+  EXPECT_EQ(a.cached_blocks(), 1u);
+  a.release(w);  // the whole segment is one free block again
+  EXPECT_EQ(a.cached_blocks(), 1u);
+  EXPECT_EQ(a.allocated_bytes(), 0);
+  const auto u = a.allocate(0, kMiB);  // split off a reused record
+  const auto v = a.allocate(0, kMiB);
+  EXPECT_EQ(a.cached_blocks(), 0u);
+  EXPECT_EQ(a.reserved_bytes(), 2 * kMiB);
+  a.release(v);
+  a.release(u);
+  EXPECT_EQ(a.cached_blocks(), 1u);
+  EXPECT_EQ(a.allocated_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace fsdp::sim

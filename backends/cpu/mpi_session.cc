@@ -1,26 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
 // The session object is a function-local static: initialised on first use, destroyed (and MPI
-// finalised) after main returns, once every command is done with it.
-#include "cli/mpi_session.h"
-
-#include <limits>
-
-#include "backends/cpu/mpi_comm.h"
-#include "core/base/strings.h"
+// finalised) after main returns, once every command is done with it and has freed its
+// communicators.
+#include "backends/cpu/mpi_session.h"
 
 #include <mpi.h>
 
-namespace fsdp::cli {
-namespace {
+#include <array>
+#include <cstdlib>
+#include <limits>
 
-Error mpi_error(const char* call, int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
+#include "backends/cpu/internal/mpi_error.h"
+#include "core/base/strings.h"
+
+namespace fsdp {
+namespace internal {
+
+Error mpi_error(int code, std::string_view call) {
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
   int length = 0;
-  MPI_Error_string(code, text, &length);
-  return Error(ErrorCode::kUnavailable, str_cat(call, " failed: ", text));
+  MPI_Error_string(code, text.data(), &length);
+  return Error(ErrorCode::kUnavailable,
+               str_cat(call, " failed: ",
+                       std::string_view(text.data(), static_cast<std::size_t>(length))));
 }
 
-}  // namespace
+}  // namespace internal
+
+namespace cpu {
+
+using internal::mpi_error;
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {
+    if (std::getenv(var) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
 
 Expected<MpiSession*> MpiSession::get() {
   static MpiSession session;
@@ -32,31 +50,52 @@ Expected<MpiSession*> MpiSession::get() {
 }
 
 Status MpiSession::init() {
-  if (!cpu::launched_by_mpi()) {
+  multiple_ = MPI_THREAD_MULTIPLE;
+  if (!launched_by_mpi()) {
+    provided_ = MPI_THREAD_MULTIPLE;  // no MPI: nothing to race on
     return ok_status();
   }
-  int already = 0;
-  MPI_Initialized(&already);
-  if (already == 0) {
-    int provided = 0;
-    if (const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised == 0) {
+    if (const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_);
         rc != MPI_SUCCESS) {
-      return mpi_error("MPI_Init_thread", rc);
+      return mpi_error(rc, "MPI_Init_thread");
     }
-    initialized_ = true;
+    owns_ = true;
+  } else {
+    MPI_Query_thread(&provided_);
   }
   distributed_ = true;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  rank_ = rank;
+  size_ = size;
   return ok_status();
 }
 
 MpiSession::~MpiSession() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (initialized_ && finalized == 0) {
+  if (!owns_) {
+    return;
+  }
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (finalised == 0) {
     MPI_Finalize();
   }
+}
+
+Status MpiSession::require_thread_multiple() const {
+  if (provided_ < multiple_) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("the MPI library provides thread level ", provided_,
+                         "; the CPU backend issues collectives from one thread per stream and "
+                         "needs MPI_THREAD_MULTIPLE (",
+                         multiple_, ")"));
+  }
+  return ok_status();
 }
 
 Expected<std::vector<std::string>> MpiSession::gather_to_root(std::string_view local) const {
@@ -70,10 +109,10 @@ Expected<std::vector<std::string>> MpiSession::gather_to_root(std::string_view l
   }
   const int length = static_cast<int>(local.size());
   std::vector<int> lengths(is_root() ? static_cast<std::size_t>(size_) : 0);
-  if (const int rc = MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0,
-                                MPI_COMM_WORLD);
+  if (const int rc =
+          MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
       rc != MPI_SUCCESS) {
-    return mpi_error("MPI_Gather", rc);
+    return mpi_error(rc, "MPI_Gather");
   }
   std::vector<int> offsets(lengths.size());
   std::int64_t total = 0;
@@ -88,7 +127,7 @@ Expected<std::vector<std::string>> MpiSession::gather_to_root(std::string_view l
   if (const int rc = MPI_Gatherv(local.data(), length, MPI_CHAR, all.data(), lengths.data(),
                                  offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
       rc != MPI_SUCCESS) {
-    return mpi_error("MPI_Gatherv", rc);
+    return mpi_error(rc, "MPI_Gatherv");
   }
   std::vector<std::string> parts;
   for (std::size_t r = 0; r < lengths.size(); ++r) {
@@ -106,9 +145,10 @@ Expected<bool> MpiSession::all_true(bool value) const {
   int global = 0;
   if (const int rc = MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
       rc != MPI_SUCCESS) {
-    return mpi_error("MPI_Allreduce", rc);
+    return mpi_error(rc, "MPI_Allreduce");
   }
   return global != 0;
 }
 
-}  // namespace fsdp::cli
+}  // namespace cpu
+}  // namespace fsdp

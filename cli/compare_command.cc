@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim compare PREDICTED.json MEASURED.json`: lines up two Chrome traces written with
+// core/schedule/trace_events.h naming (`fsdpsim simulate --trace`, `fsdpsim train --trace`) op by
+// op, per rank, step, stream and op index; checks that they describe the same ops (name, bytes);
+// reports per op kind the predicted against the measured durations, the largest absolute and
+// relative differences, the step times and the exposed communication. docs/cli.md, "compare".
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/subcommands.h"
+#include "core/base/strings.h"
+#include "core/schedule/op.h"
+
+namespace po = boost::program_options;
+
+namespace fsdp::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kUsage = "compare PREDICTED.json MEASURED.json [--top N] [--json]";
+
+constexpr std::string_view kDescription =
+    "Lines up two Chrome traces of the same schedule op by op: usually the simulator's\n"
+    "(`fsdpsim simulate --trace`) and a real run's (`fsdpsim train --trace`). Ops are matched per\n"
+    "rank, step, stream and op index of the rank's program (a simulator trace names the ranks of\n"
+    "each class; a trace of one step is the prediction for every step of the other). Only ops\n"
+    "that take time are compared (compute and collectives). Exits 1 naming the first op that\n"
+    "differs (missing, extra, another name or byte count); otherwise prints, per op kind, the\n"
+    "predicted and measured time, the N largest absolute and relative differences, and per step\n"
+    "the step time and the exposed communication (collective time outside compute, as the\n"
+    "simulator defines it), both the slowest rank's.\n\n"
+    "examples:\n"
+    "  fsdpsim compare sim.json real.json\n"
+    "  fsdpsim compare sim.json real.json --top 5 --json";
+
+// Where an op sits: rank, step, stream, op index in the rank's program.
+using OpKey = std::tuple<std::int64_t, std::int64_t, int, std::int32_t>;
+
+struct TraceOp {
+  std::string name;
+  std::string kind;     // the name up to the first space ("all-gather", "forward", ...)
+  std::int64_t bytes = -1;  // collectives only
+  double start_us = 0;
+  double dur_us = 0;
+};
+
+// One trace: its ops per (pid, step, stream, op) and the ranks each pid stands for.
+struct Trace {
+  std::string path;
+  std::map<std::tuple<std::int64_t, std::int64_t, int, std::int32_t>, TraceOp> ops;
+  std::map<std::int64_t, std::vector<std::int64_t>> ranks_of_pid;
+  std::set<std::int64_t> steps;
+};
+
+bool is_timed_kind(const std::string& kind) {
+  for (int k = 0; k <= static_cast<int>(OpKind::kWait); ++k) {
+    const auto op = static_cast<OpKind>(k);
+    if (to_string(op) == kind) {
+      return is_compute(op) || is_collective(op);
+    }
+  }
+  return false;
+}
+
+bool is_collective_kind(const std::string& kind) {
+  return kind == to_string(OpKind::kAllGather) || kind == to_string(OpKind::kReduceScatter) ||
+         kind == to_string(OpKind::kAllReduce);
+}
+
+// 1-based line and column of byte `pos` of `text`.
+std::pair<std::size_t, std::size_t> line_column(const std::string& text, std::size_t pos) {
+  std::size_t line = 1;
+  std::size_t column = 1;
+  for (std::size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+Error format_error(const std::string& path, const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument,
+               str_cat("'", path, "' is not a trace of fsdpsim: ", what));
+}
+
+// A field of event `i` of the expected JSON type, else an error naming it.
+Expected<const json*> field(const std::string& path, const json& event, std::size_t i,
+                            const char* name, bool (json::*is_type)() const noexcept,
+                            const char* type) {
+  const json* at = &event;
+  std::string full;
+  for (std::string_view rest = name; !rest.empty();) {
+    const std::size_t dot = rest.find('.');
+    const std::string part(rest.substr(0, dot));
+    full += (full.empty() ? "" : ".") + part;
+    if (!at->is_object() || !at->contains(part)) {
+      return format_error(path, str_cat("traceEvents[", i, "] has no field '", full, "'"));
+    }
+    at = &(*at)[part];
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  }
+  if (!((*at).*is_type)()) {
+    return format_error(path, str_cat("traceEvents[", i, "] field '", name, "' is ",
+                                      at->type_name(), "; expected ", type));
+  }
+  return at;
+}
+
+Expected<Trace> read_trace(const std::string& path) {
+  FSDP_TRY(std::string text, read_text_file(path));
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    const auto [line, column] = line_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    std::string what = e.what();
+    if (const std::size_t colon = what.find(": "); colon != std::string::npos) {
+      what = what.substr(colon + 2);  // drop nlohmann's "[json.exception.parse_error.101] ..."
+    }
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("'", path, "' is not valid JSON at line ", line, ", column ", column,
+                         " (byte ", e.byte, "): ", what));
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents")) {
+    return format_error(path, "missing field 'traceEvents'");
+  }
+  if (!doc["traceEvents"].is_array()) {
+    return format_error(path, "field 'traceEvents' is not an array");
+  }
+  Trace trace;
+  trace.path = path;
+  const json& events = doc["traceEvents"];
+  using J = json;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& ev = events[i];
+    FSDP_TRY(const json* ph, field(path, ev, i, "ph", &J::is_string, "a string"));
+    if (*ph == "M" && ev.value("name", "") == "process_name") {
+      FSDP_TRY(const json* pid, field(path, ev, i, "pid", &J::is_number_integer, "an integer"));
+      if (ev.contains("args") && ev["args"].contains("ranks")) {
+        FSDP_TRY(const json* ranks, field(path, ev, i, "args.ranks", &J::is_array, "an array"));
+        auto& list = trace.ranks_of_pid[pid->get<std::int64_t>()];
+        for (const json& r : *ranks) {
+          if (!r.is_number_integer()) {
+            return format_error(path, str_cat("traceEvents[", i, "] field 'args.ranks' holds ",
+                                              r.type_name(), "; expected integers"));
+          }
+          list.push_back(r.get<std::int64_t>());
+        }
+      }
+      continue;
+    }
+    if (*ph != "X") {
+      continue;
+    }
+    FSDP_TRY(const json* name, field(path, ev, i, "name", &J::is_string, "a string"));
+    TraceOp op;
+    op.name = name->get<std::string>();
+    op.kind = op.name.substr(0, op.name.find(' '));
+    if (!is_timed_kind(op.kind)) {
+      continue;  // records, waits, allocs and frees take no time in the simulator's trace
+    }
+    FSDP_TRY(const json* pid, field(path, ev, i, "pid", &J::is_number_integer, "an integer"));
+    FSDP_TRY(const json* tid, field(path, ev, i, "tid", &J::is_number_integer, "an integer"));
+    FSDP_TRY(const json* ts, field(path, ev, i, "ts", &J::is_number, "a number"));
+    FSDP_TRY(const json* dur, field(path, ev, i, "dur", &J::is_number, "a number"));
+    FSDP_TRY(const json* index, field(path, ev, i, "args.op", &J::is_number_integer,
+                                      "an integer"));
+    std::int64_t step = 0;
+    if (ev["args"].contains("step")) {
+      FSDP_TRY(const json* s, field(path, ev, i, "args.step", &J::is_number_integer,
+                                    "an integer"));
+      step = s->get<std::int64_t>();
+    }
+    if (is_collective_kind(op.kind)) {
+      FSDP_TRY(const json* bytes, field(path, ev, i, "args.bytes", &J::is_number_integer,
+                                        "an integer"));
+      op.bytes = bytes->get<std::int64_t>();
+    }
+    const std::int64_t stream = tid->get<std::int64_t>();
+    if (stream < 0 || stream >= kNumStreams) {
+      return format_error(path, str_cat("traceEvents[", i, "] field 'tid' is ", stream,
+                                        "; expected a stream in [0, ", kNumStreams, ")"));
+    }
+    op.start_us = ts->get<double>();
+    op.dur_us = dur->get<double>();
+    trace.steps.insert(step);
+    const auto key = std::make_tuple(pid->get<std::int64_t>(), step, static_cast<int>(stream),
+                                     index->get<std::int32_t>());
+    if (!trace.ops.emplace(key, std::move(op)).second) {
+      return format_error(path, str_cat("traceEvents[", i, "] repeats op ", std::get<3>(key),
+                                        " of process ", std::get<0>(key), " step ", step));
+    }
+  }
+  if (trace.ops.empty()) {
+    return format_error(path, "no op events (\"ph\": \"X\" with a compute or collective name)");
+  }
+  return trace;
+}
+
+// The trace's ops per (rank, step, stream, op): a pid stands for the ranks its metadata lists,
+// else for the rank of its number.
+std::map<OpKey, const TraceOp*> by_rank(const Trace& t) {
+  std::map<OpKey, const TraceOp*> out;
+  for (const auto& [key, op] : t.ops) {
+    const auto& [pid, step, stream, index] = key;
+    const auto it = t.ranks_of_pid.find(pid);
+    if (it == t.ranks_of_pid.end()) {
+      out.emplace(OpKey{pid, step, stream, index}, &op);
+      continue;
+    }
+    for (std::int64_t rank : it->second) {
+      out.emplace(OpKey{rank, step, stream, index}, &op);
+    }
+  }
+  return out;
+}
+
+std::string describe(const OpKey& k) {
+  return str_cat("rank ", std::get<0>(k), " step ", std::get<1>(k), " stream ",
+                 to_string(static_cast<StreamKind>(std::get<2>(k))), " op ", std::get<3>(k));
+}
+
+std::string describe(const TraceOp& op) {
+  return op.bytes >= 0 ? str_cat("'", op.name, "' (", op.bytes, " B)") : str_cat("'", op.name, "'");
+}
+
+// One op of the measured trace with its prediction.
+struct Pair {
+  OpKey key;
+  const TraceOp* predicted = nullptr;
+  const TraceOp* measured = nullptr;
+};
+
+// How many ops differ, and the one that comes first in (rank, step, stream, op) order.
+struct Mismatch {
+  std::string what;
+  OpKey key;
+  std::int64_t count = 0;
+};
+
+// Lines the traces up. A predicted trace of one step predicts every measured step.
+std::vector<Pair> line_up(const Trace& p, const Trace& m, Mismatch* mismatch) {
+  const auto predicted = by_rank(p);
+  const auto measured = by_rank(m);
+  const bool one_step = p.steps.size() == 1;
+  const std::int64_t only = *p.steps.begin();
+  std::set<std::int64_t> ranks;
+  for (const auto& [k, op] : measured) {
+    ranks.insert(std::get<0>(k));
+  }
+  std::vector<Pair> pairs;
+  auto note = [&](const OpKey& key, const std::string& what) {
+    if (mismatch->count++ == 0 || key < mismatch->key) {
+      mismatch->what = what;
+      mismatch->key = key;
+    }
+  };
+  for (const auto& [k, op] : measured) {
+    OpKey pk = k;
+    if (one_step) {
+      std::get<1>(pk) = only;
+    }
+    const auto it = predicted.find(pk);
+    if (it == predicted.end()) {
+      note(k, str_cat(describe(k), " ", describe(*op), " is in '", m.path, "' but not in '", p.path,
+                   "'"));
+      continue;
+    }
+    if (it->second->name != op->name || it->second->bytes != op->bytes) {
+      note(k, str_cat(describe(k), " is ", describe(*it->second), " in '", p.path, "' but ",
+                   describe(*op), " in '", m.path, "'"));
+      continue;
+    }
+    pairs.push_back(Pair{k, it->second, op});
+  }
+  // Every predicted op of a measured rank must run in every step it predicts.
+  for (const auto& [k, op] : predicted) {
+    if (ranks.count(std::get<0>(k)) == 0) {
+      continue;
+    }
+    for (const std::int64_t step : m.steps) {
+      OpKey mk = k;
+      std::get<1>(mk) = step;
+      if ((one_step || step == std::get<1>(k)) && measured.count(mk) == 0) {
+        note(mk, str_cat(describe(mk), " ", describe(*op), " is in '", p.path, "' but not in '",
+                     m.path, "'"));
+      }
+    }
+  }
+  return pairs;
+}
+
+// Length of the union of `iv` minus its overlap with the union of `cover` (both unsorted).
+double outside(std::vector<std::pair<double, double>> iv,
+               std::vector<std::pair<double, double>> cover) {
+  const auto merge = [](std::vector<std::pair<double, double>>& v) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<double, double>> out;
+    for (const auto& x : v) {
+      if (!out.empty() && x.first <= out.back().second) {
+        out.back().second = std::max(out.back().second, x.second);
+      } else {
+        out.push_back(x);
+      }
+    }
+    v = std::move(out);
+  };
+  merge(iv);
+  merge(cover);
+  double total = 0;
+  for (const auto& [a, b] : iv) {
+    double covered = 0;
+    for (const auto& [c, d] : cover) {
+      covered += std::max(0.0, std::min(b, d) - std::max(a, c));
+    }
+    total += (b - a) - covered;
+  }
+  return total;
+}
+
+// Per (rank, step): the span of its ops and its exposed communication, taking each op's
+// interval from `pick` (the predicted or the measured side).
+struct StepTimes {
+  double span_us = 0;
+  double exposed_us = 0;
+};
+
+template <typename Pick>
+std::map<std::int64_t, StepTimes> step_times(const std::vector<Pair>& pairs, Pick pick) {
+  struct Acc {
+    double lo = 1e300;
+    double hi = -1e300;
+    std::vector<std::pair<double, double>> comm;
+    std::vector<std::pair<double, double>> compute;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, Acc> acc;
+  for (const Pair& p : pairs) {
+    const TraceOp& op = *pick(p);
+    Acc& a = acc[{std::get<0>(p.key), std::get<1>(p.key)}];
+    a.lo = std::min(a.lo, op.start_us);
+    a.hi = std::max(a.hi, op.start_us + op.dur_us);
+    (is_collective_kind(op.kind) ? a.comm : a.compute)
+        .emplace_back(op.start_us, op.start_us + op.dur_us);
+  }
+  std::map<std::int64_t, StepTimes> out;  // per step: the slowest rank
+  for (const auto& [rank_step, a] : acc) {
+    StepTimes& s = out[rank_step.second];
+    s.span_us = std::max(s.span_us, a.hi - a.lo);
+    s.exposed_us = std::max(s.exposed_us, outside(a.comm, a.compute));
+  }
+  return out;
+}
+
+struct KindStats {
+  std::int64_t count = 0;
+  double predicted_us = 0;
+  double measured_us = 0;
+};
+
+std::string fixed(double v, int digits = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string pad(std::string s, std::size_t width, bool right = true) {
+  if (s.size() < width) {
+    s = right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+  }
+  return s;
+}
+
+double relative(const Pair& p) {
+  const double pr = p.predicted->dur_us;
+  const double diff = p.measured->dur_us - pr;
+  return pr > 0 ? std::abs(diff) / pr : (diff == 0 ? 0.0 : 1e300);
+}
+
+json pair_json(const Pair& p) {
+  return json{{"rank", std::get<0>(p.key)},
+              {"step", std::get<1>(p.key)},
+              {"stream", std::string(to_string(static_cast<StreamKind>(std::get<2>(p.key))))},
+              {"op", std::get<3>(p.key)},
+              {"name", p.measured->name},
+              {"predicted_us", p.predicted->dur_us},
+              {"measured_us", p.measured->dur_us},
+              {"difference_us", p.measured->dur_us - p.predicted->dur_us}};
+}
+
+std::string pair_line(const Pair& p) {
+  const double diff = p.measured->dur_us - p.predicted->dur_us;
+  return str_cat(pad(str_cat(std::get<0>(p.key)), 5), pad(str_cat(std::get<1>(p.key)), 5), "  ",
+                 pad(std::string(to_string(static_cast<StreamKind>(std::get<2>(p.key)))), 15,
+                     false),
+                 pad(str_cat(std::get<3>(p.key)), 5), "  ", pad(p.measured->name, 24, false),
+                 pad(fixed(p.predicted->dur_us), 14), pad(fixed(p.measured->dur_us), 14),
+                 pad(fixed(diff), 14),
+                 pad(p.predicted->dur_us > 0 ? fixed(100.0 * diff / p.predicted->dur_us, 1) + "%"
+                                             : std::string("-"),
+                     10),
+                 "\n");
+}
+
+}  // namespace
+
+int run_compare_command(std::span<const std::string> args, Io& io) {
+  // Two positional files; the rest are options.
+  std::vector<std::string> files;
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--top" && i + 1 < args.size()) {
+      rest.push_back(args[i]);
+      rest.push_back(args[++i]);
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      rest.push_back(args[i]);
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  po::options_description desc("options");
+  std::int64_t top = 10;
+  bool as_json = false;
+  desc.add_options()
+      ("top", po::value(&top)->default_value(10), "list the N largest differences of each kind")
+      ("json", po::bool_switch(&as_json), "print JSON instead of tables");
+  po::variables_map vm;
+  if (auto done = parse_command_line("compare", kUsage, kDescription, desc, rest, vm, io)) {
+    return *done;
+  }
+  if (files.size() != 2) {
+    return report_usage_error(io, "compare",
+                              str_cat("expected two trace files (predicted, measured); got ",
+                                      files.size()));
+  }
+  if (top < 0) {
+    return report_usage_error(io, "compare", str_cat("--top is ", top, "; expected >= 0"));
+  }
+  auto predicted = read_trace(files[0]);
+  if (!predicted) {
+    return report_error(io, predicted.error());
+  }
+  auto measured = read_trace(files[1]);
+  if (!measured) {
+    return report_error(io, measured.error());
+  }
+  Mismatch mismatch;
+  std::vector<Pair> pairs = line_up(*predicted, *measured, &mismatch);
+  if (mismatch.count > 0) {
+    return report_error(
+        io, Error(ErrorCode::kInvalidArgument,
+                  str_cat("the traces describe different ops (", mismatch.count,
+                          " difference(s); the first: ", mismatch.what, ")")));
+  }
+  std::map<std::string, KindStats> kinds;
+  std::set<std::int64_t> ranks;
+  for (const Pair& p : pairs) {
+    KindStats& k = kinds[p.measured->kind];
+    ++k.count;
+    k.predicted_us += p.predicted->dur_us;
+    k.measured_us += p.measured->dur_us;
+    ranks.insert(std::get<0>(p.key));
+  }
+  const auto n = static_cast<std::size_t>(top);
+  std::vector<Pair> by_abs = pairs;
+  std::stable_sort(by_abs.begin(), by_abs.end(), [](const Pair& a, const Pair& b) {
+    return std::abs(a.measured->dur_us - a.predicted->dur_us) >
+           std::abs(b.measured->dur_us - b.predicted->dur_us);
+  });
+  by_abs.resize(std::min(n, by_abs.size()));
+  std::vector<Pair> by_rel = pairs;
+  std::stable_sort(by_rel.begin(), by_rel.end(),
+                   [](const Pair& a, const Pair& b) { return relative(a) > relative(b); });
+  by_rel.resize(std::min(n, by_rel.size()));
+  const auto steps_p = step_times(pairs, [](const Pair& p) { return p.predicted; });
+  const auto steps_m = step_times(pairs, [](const Pair& p) { return p.measured; });
+
+  if (as_json) {
+    json out = {{"predicted", files[0]},
+                {"measured", files[1]},
+                {"ops", pairs.size()},
+                {"ranks", ranks.size()},
+                {"kinds", json::array()},
+                {"steps", json::array()},
+                {"top_absolute", json::array()},
+                {"top_relative", json::array()}};
+    for (const auto& [kind, k] : kinds) {
+      out["kinds"].push_back({{"kind", kind},
+                              {"count", k.count},
+                              {"predicted_us", k.predicted_us},
+                              {"measured_us", k.measured_us}});
+    }
+    for (const auto& [step, m] : steps_m) {
+      const StepTimes& p = steps_p.at(step);
+      out["steps"].push_back({{"step", step},
+                              {"predicted_us", p.span_us},
+                              {"measured_us", m.span_us},
+                              {"predicted_exposed_comm_us", p.exposed_us},
+                              {"measured_exposed_comm_us", m.exposed_us}});
+    }
+    for (const Pair& p : by_abs) {
+      out["top_absolute"].push_back(pair_json(p));
+    }
+    for (const Pair& p : by_rel) {
+      out["top_relative"].push_back(pair_json(p));
+    }
+    io.out << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  io.out << "predicted: " << files[0] << "\nmeasured:  " << files[1] << "\n"
+         << pairs.size() << " ops line up on " << ranks.size() << " rank(s), " << steps_m.size()
+         << " step(s): same names, streams and bytes\n\n";
+  io.out << pad("op kind", 16, false) << pad("count", 7) << pad("predicted us", 16)
+         << pad("measured us", 16) << pad("measured/pred", 15) << "\n";
+  for (const auto& [kind, k] : kinds) {
+    io.out << pad(kind, 16, false) << pad(str_cat(k.count), 7) << pad(fixed(k.predicted_us), 16)
+           << pad(fixed(k.measured_us), 16)
+           << pad(k.predicted_us > 0 ? fixed(k.measured_us / k.predicted_us, 2) : "-", 15)
+           << "\n";
+  }
+  io.out << "\n"
+         << pad("step", 5) << pad("predicted us", 16) << pad("measured us", 16)
+         << pad("exposed comm pred us", 22) << pad("measured us", 16) << "\n";
+  for (const auto& [step, m] : steps_m) {
+    const StepTimes& p = steps_p.at(step);
+    io.out << pad(str_cat(step), 5) << pad(fixed(p.span_us), 16) << pad(fixed(m.span_us), 16)
+           << pad(fixed(p.exposed_us), 22) << pad(fixed(m.exposed_us), 16) << "\n";
+  }
+  const std::string header =
+      str_cat(pad("rank", 5), pad("step", 5), "  ", pad("stream", 15, false), pad("op", 5), "  ",
+              pad("name", 24, false), pad("predicted us", 14), pad("measured us", 14),
+              pad("diff us", 14), pad("diff", 10), "\n");
+  io.out << "\nlargest absolute differences (top " << by_abs.size() << ")\n" << header;
+  for (const Pair& p : by_abs) {
+    io.out << pair_line(p);
+  }
+  io.out << "\nlargest relative differences (top " << by_rel.size() << ")\n" << header;
+  for (const Pair& p : by_rel) {
+    io.out << pair_line(p);
+  }
+  return kExitOk;
+}
+
+}  // namespace fsdp::cli

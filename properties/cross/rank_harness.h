@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers of the cross-checks that run every rank of a spec in this process: the rank's decoder
+// and one thread per rank (the in-process backend's ranks).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backends/exec/trainer.h"
+#include "backends/model/decoder.h"
+#include "core/base/expected.h"
+
+namespace fsdp::cross {
+
+// Rank `rank`'s decoder of the spec, recomputing every unit when the config says so.
+inline Expected<std::unique_ptr<backend::HostDecoder>> make_rank_decoder(
+    const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank) {
+  FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
+           backend::HostDecoder::make(spec.model, spec.microbatches, rank,
+                                      setup.config.mesh().size()));
+  if (setup.config.recompute()) {
+    for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
+      decoder->set_recompute(u, true);
+    }
+  }
+  return decoder;
+}
+
+// Runs fn(rank) for every rank, each on its own thread, and returns every rank's outcome in rank
+// order once all have joined.
+template <typename T, typename Fn>
+std::vector<Expected<T>> run_rank_threads(std::int64_t num_ranks, const Fn& fn) {
+  std::vector<std::optional<Expected<T>>> slots(static_cast<std::size_t>(num_ranks));
+  {
+    std::vector<std::thread> threads;
+    for (std::int64_t r = 0; r < num_ranks; ++r) {
+      threads.emplace_back([&slots, &fn, r] { slots[static_cast<std::size_t>(r)] = fn(r); });
+    }
+    for (std::thread& t : threads) {
+      t.join();
+    }
+  }
+  std::vector<Expected<T>> out;
+  for (std::optional<Expected<T>>& s : slots) {
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+}  // namespace fsdp::cross

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers of scripts/fidelity.sh (standard library only).
+
+  fidelity.py measure TRACE.json        -> "step_ms exposed_ms steps" of rank 0's measured trace
+  fidelity.py plot TABLE.csv OUT.svg    -> predicted-vs-measured SVG scatter
+  fidelity.py table TABLE.csv           -> the table with relative errors and verdicts
+
+Measured step time: per step, the last op end minus the first op start (every stream), median
+over the steps after the first (warm-up). Exposed communication: per step, the union of the
+collective intervals minus the union of the compute intervals (what the simulator reports as
+exposed_communication), median over the same steps.
+"""
+import csv
+import json
+import statistics
+import sys
+
+COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce")
+COMPUTE = ("forward", "backward", "recompute", "grad-copy", "cast", "optimizer-step")
+
+
+def union(intervals):
+    out = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+def length(intervals):
+    return sum(e - s for s, e in intervals)
+
+
+def minus(a, b):
+    """Total length of union a not covered by union b (both sorted, disjoint)."""
+    total = 0.0
+    j = 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                total += b[k][0] - cur
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            total += e - cur
+    return total
+
+
+def measure(path):
+    with open(path) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    steps = {}
+    for ev in events:
+        if ev.get("ph") != "X" or ev.get("pid") != 0:
+            continue
+        step = ev.get("args", {}).get("step")
+        if step is None:
+            continue
+        kind = ev["name"].split(" ")[0]
+        steps.setdefault(step, []).append((kind, ev["ts"], ev["ts"] + ev["dur"]))
+    times, exposed = [], []
+    for step in sorted(steps)[1:] or sorted(steps):
+        ops = steps[step]
+        times.append(max(e for _, _, e in ops) - min(s for _, s, _ in ops))
+        comm = union([(s, e) for k, s, e in ops if k in COLLECTIVES])
+        comp = union([(s, e) for k, s, e in ops if k in COMPUTE])
+        exposed.append(minus(comm, comp))
+    return statistics.median(times) / 1e3, statistics.median(exposed) / 1e3, len(times)
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def errors(r):
+    ms, ps = float(r["measured_step_ms"]), float(r["predicted_step_ms"])
+    me, pe = float(r["measured_exposed_ms"]), float(r["predicted_exposed_ms"])
+    step_err = (ps - ms) / ms
+    tol = max(0.25 * me, 0.02 * ms)
+    return step_err, pe - me, tol
+
+
+def table(path):
+    print(f"{'config':34} {'meas ms':>9} {'pred ms':>9} {'err':>7}  "
+          f"{'exp meas':>8} {'exp pred':>8} {'tol':>6}  verdict")
+    ok_all = 0
+    data = rows(path)
+    for r in data:
+        step_err, exp_err, tol = errors(r)
+        ok = abs(step_err) <= 0.15 and abs(exp_err) <= tol
+        ok_all += ok
+        print(f"{r['config']:34} {float(r['measured_step_ms']):9.1f} "
+              f"{float(r['predicted_step_ms']):9.1f} {100 * step_err:+6.1f}%  "
+              f"{float(r['measured_exposed_ms']):8.1f} {float(r['predicted_exposed_ms']):8.1f} "
+              f"{tol:6.1f}  {'ok' if ok else 'MISS'}")
+    print(f"{ok_all} of {len(data)} configurations within 15% (step) and "
+          f"max(25%, 2% of step) (exposed communication)")
+
+
+def plot(path, out):
+    data = rows(path)
+    pts = [(float(r["measured_step_ms"]), float(r["predicted_step_ms"]), r["config"]) for r in data]
+    exp = [(float(r["measured_exposed_ms"]), float(r["predicted_exposed_ms"])) for r in data]
+    hi = max([max(m, p) for m, p, _ in pts] + [1.0]) * 1.1
+    w, h, pad = 520, 520, 60
+    sx = lambda v: pad + (w - 2 * pad) * v / hi
+    sy = lambda v: h - pad - (h - 2 * pad) * v / hi
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="13">'
+           f'simulator vs CPU backend, 4 ranks (step time and exposed communication, ms)</text>']
+    band = [(0, 0), (hi, hi * 1.15), (hi, hi * 0.85)]
+    svg.append('<polygon fill="#dde8f5" points="' +
+               " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in band) + '"/>')
+    svg.append(f'<line x1="{sx(0)}" y1="{sy(0)}" x2="{sx(hi)}" y2="{sy(hi)}" stroke="#888"/>')
+    for tick in range(6):
+        v = hi * tick / 5
+        svg.append(f'<text x="{sx(v):.1f}" y="{h - pad + 16}" text-anchor="middle">{v:.0f}</text>')
+        svg.append(f'<text x="{pad - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+    svg.append(f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>')
+    svg.append(f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>')
+    svg.append(f'<text x="{w / 2}" y="{h - 20}" text-anchor="middle">measured (ms)</text>')
+    svg.append(f'<text x="18" y="{h / 2}" text-anchor="middle" '
+               f'transform="rotate(-90 18 {h / 2})">predicted (ms)</text>')
+    for m, p, name in pts:
+        svg.append(f'<circle cx="{sx(m):.1f}" cy="{sy(p):.1f}" r="4" fill="#1f77b4">'
+                   f'<title>{name}: step measured {m:.1f}, predicted {p:.1f}</title></circle>')
+    for m, p in exp:
+        svg.append(f'<rect x="{sx(m) - 3:.1f}" y="{sy(p) - 3:.1f}" width="6" height="6" '
+                   f'fill="#d62728"/>')
+    svg.append(f'<circle cx="{pad + 12}" cy="{pad + 6}" r="4" fill="#1f77b4"/>'
+               f'<text x="{pad + 22}" y="{pad + 10}">step time</text>')
+    svg.append(f'<rect x="{pad + 9}" y="{pad + 19}" width="6" height="6" fill="#d62728"/>'
+               f'<text x="{pad + 22}" y="{pad + 26}">exposed communication</text>')
+    svg.append(f'<text x="{pad + 22}" y="{pad + 42}" fill="#5580b0">band: +-15%</text>')
+    svg.append("</svg>")
+    with open(out, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "measure":
+        step_ms, exposed_ms, n = measure(sys.argv[2])
+        print(f"{step_ms:.3f} {exposed_ms:.3f} {n}")
+    elif len(sys.argv) == 4 and sys.argv[1] == "plot":
+        plot(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "table":
+        table(sys.argv[2])
+    else:
+        sys.exit(__doc__)

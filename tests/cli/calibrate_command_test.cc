@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim calibrate` in one process (no mpirun: compute and copy only) on a tiny decoder: the
+// file it writes is a valid hardware file with measured figures in range, `simulate` and
+// `calibrate --predict` accept it, and bad arguments get one-line errors. No timing asserts.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cli/subcommands.h"
+#include "core/hardware/hardware_json.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace fsdp::cli {
+namespace {
+
+using testing::run_command;
+
+const std::vector<std::string> kTiny = {"--mesh",   "dp=2", "--layers",           "1",
+                                        "--hidden", "8",    "--ffn",              "16",
+                                        "--vocab",  "16",   "--seq-len",          "4",
+                                        "--micro-batch-size", "1", "--repeats", "1"};
+
+std::vector<std::string> with(std::vector<std::string> args,
+                              const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class CalibrateCommandTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = ::testing::TempDir() + "/fsdpsim_calibrate_test.json";
+    result_ = new testing::Result(
+        run_command(run_calibrate_command, with(kTiny, {"--out", path_, "--name", "here"})));
+  }
+  static void TearDownTestSuite() {
+    std::remove(path_.c_str());
+    delete result_;
+  }
+  static std::string path_;
+  static testing::Result* result_;
+};
+std::string CalibrateCommandTest::path_;
+testing::Result* CalibrateCommandTest::result_ = nullptr;
+
+TEST_F(CalibrateCommandTest, WritesAHardwareFileWithMeasuredFigures) {
+  ASSERT_EQ(result_->code, 0) << result_->err;
+  EXPECT_NE(result_->out.find("collectives not measured"), std::string::npos) << result_->out;
+  const auto hw = parse_hardware_json(read(path_), path_);
+  ASSERT_TRUE(hw.has_value()) << hw.error().message();
+  EXPECT_EQ(hw->name(), "here");
+  const Calibration* c = hw->calibration();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->ranks, 1);
+  EXPECT_TRUE(c->collectives.empty());
+  EXPECT_EQ(c->compute_slowdown_permille, 1000);
+  // Rates are positive and below what no CPU core reaches (1 TB/s copy, 10 TFLOP/s): sanity
+  // ranges, not speed targets (a loaded CI machine under ASan may be arbitrarily slow).
+  EXPECT_GT(c->copy_bytes_per_s, 0);
+  EXPECT_LT(c->copy_bytes_per_s, 1'000'000'000'000);
+  for (const OpKind kind : {OpKind::kForward, OpKind::kBackward, OpKind::kOptimizerStep}) {
+    const ComputeRate* r = find_compute_rate(*c, kind);
+    ASSERT_NE(r, nullptr) << to_string(kind);
+    EXPECT_GT(r->flops_per_s, 0) << to_string(kind);
+    EXPECT_LT(r->flops_per_s, 10'000'000'000'000) << to_string(kind);
+  }
+  EXPECT_EQ(find_compute_rate(*c, OpKind::kRecompute), nullptr);  // no --recompute
+  EXPECT_EQ(find_compute_rate(*c, OpKind::kGradCopy)->bytes_per_s, c->copy_bytes_per_s);
+  // The model's matmul shapes: tokens 4 x ffn 16 x hidden 8 first.
+  ASSERT_FALSE(c->matmuls.empty());
+  EXPECT_EQ(c->matmuls[0].m, 4);
+  EXPECT_EQ(c->matmuls[0].n, 16);
+  EXPECT_EQ(c->matmuls[0].k, 8);
+  EXPECT_EQ(hw->hbm_bytes_per_s(), c->copy_bytes_per_s);
+}
+
+TEST_F(CalibrateCommandTest, PrintsAPredictionThatPredictRepeats) {
+  ASSERT_EQ(result_->code, 0) << result_->err;
+  const auto line = [](const std::string& out, const std::string& key) {
+    const std::size_t at = out.find("predicted " + key + " ");
+    EXPECT_NE(at, std::string::npos) << out;
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 11 + key.size()));
+  };
+  const double step = line(result_->out, "step_time_ms");
+  EXPECT_GT(step, 0.0);
+  EXPECT_GE(step, line(result_->out, "compute_ms"));
+  EXPECT_GE(line(result_->out, "exposed_communication_ms"), 0.0);
+  const auto p = run_command(run_calibrate_command, with(kTiny, {"--predict", path_}));
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_DOUBLE_EQ(line(p.out, "step_time_ms"), step);  // the simulator is deterministic
+}
+
+TEST_F(CalibrateCommandTest, SimulateReadsTheFile) {
+  ASSERT_EQ(result_->code, 0) << result_->err;
+  const std::string model = std::string(FSDP_SOURCE_DIR) + "/tests/cli/testdata/tiny_llama.json";
+  const auto r = run_command(run_simulate_command, {"--hardware", path_, "--model", model,
+                                                    "--mesh", "dp=2", "--seq-len", "8",
+                                                    "--microbatches", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step time"), std::string::npos) << r.out;
+}
+
+TEST(CalibrateCommandErrorsTest, BadArgumentsGetOneLineErrors) {
+  auto r = run_command(run_calibrate_command, {"--backend", "cuda", "--out", "x.json"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--backend is 'cuda'; expected cpu"), std::string::npos) << r.err;
+  r = run_command(run_calibrate_command, {});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("expected exactly one of --out and --predict"), std::string::npos)
+      << r.err;
+  r = run_command(run_calibrate_command, {"--out", "x.json", "--repeats", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("repeats is 0; expected >= 1"), std::string::npos) << r.err;
+  r = run_command(run_calibrate_command, {"--out", "x.json", "--layers", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("layers must be >= 1, got 0"), std::string::npos) << r.err;
+  r = run_command(run_calibrate_command, {"--predict", "missing-file.json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing-file.json"), std::string::npos) << r.err;
+  r = run_command(run_calibrate_command, {"--predict", "h100", "--prefetch", "sometimes"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--prefetch"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace fsdp::cli

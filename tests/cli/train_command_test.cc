@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fsdpsim train --backend`: cuda without a usable GPU (or without CUDA in the binary) is one
+// line and exit 1, never a crash; an unknown backend is a usage error. A short CPU run prints
+// every step's loss and passes --check.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli/subcommands.h"
+#include "tests/cli/cli_test_util.h"
+
+#if defined(FSDP_HAS_CUDA)
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace fsdp::cli {
+namespace {
+
+using testing::run_command;
+
+TEST(TrainCommandTest, CudaWithoutAUsableGpuIsOneLineAndExitOne) {
+#if defined(FSDP_HAS_CUDA)
+  if (cuda::cuda_device_count() > 0) {
+    GTEST_SKIP() << "a GPU is visible (scripts/gpu-check.sh runs train --backend cuda)";
+  }
+  const std::string expected = "fsdpsim: error: backend cuda: no usable GPU (cudaGetDeviceCount: ";
+#else
+  const std::string expected = "the CUDA backend is not built in this binary";
+#endif
+  const auto r = run_command(run_train_command, {"--backend", "cuda", "--mesh", "dp=2",
+                                                 "--steps", "1"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line
+  EXPECT_EQ(r.out.find("loss"), std::string::npos) << r.out;
+}
+
+TEST(TrainCommandTest, UnknownBackendIsAUsageError) {
+  const auto r = run_command(run_train_command, {"--backend", "tpu"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--backend is 'tpu'; expected cpu or cuda"), std::string::npos) << r.err;
+}
+
+TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
+  const auto r = run_command(run_train_command,
+                             {"--backend", "cpu", "--mesh", "dp=2", "--steps", "2", "--layers",
+                              "1", "--hidden", "8", "--ffn", "16", "--vocab", "16", "--seq-len",
+                              "4", "--check"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace fsdp::cli
