@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "cli/subcommands.h"
 #include "core/hardware/hardware_json.h"
@@ -40,7 +41,10 @@ std::string read(const std::string& path) {
 class CalibrateCommandTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = ::testing::TempDir() + "/fsdpsim_calibrate_test.json";
+    // ctest runs each test of this suite as its own process, in parallel: every process
+    // calibrates into a file of its own, or one would --predict from another's figures.
+    path_ = ::testing::TempDir() + "/fsdpsim_calibrate_test." + std::to_string(::getpid()) +
+            ".json";
     result_ = new testing::Result(
         run_command(run_calibrate_command, with(kTiny, {"--out", path_, "--name", "here"})));
   }
