@@ -5,6 +5,7 @@
 #include <charconv>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -291,9 +292,9 @@ int run_layout_command(std::span<const std::string> args, Io& io) {
       return report_error(io, owners.error());
     }
     request.owners = *owners;
-    layout = build_for_tensor_atomic(named->shapes, dp, *owners);
+    layout = build_for_tensor_atomic(std::move(named->shapes), dp, *owners);
   } else {
-    layout = build_row_atomic_layout(named->shapes, dp, block, *layout_kind);
+    layout = build_row_atomic_layout(std::move(named->shapes), dp, block, *layout_kind);
   }
   if (!layout) {
     return report_error(io, layout.error());

@@ -13,6 +13,8 @@
 #include "core/layout/layout_validation.h"
 
 #include <algorithm>
+#include <bit>
+#include <iterator>
 #include <limits>
 #include <unordered_map>
 #include <utility>
@@ -59,8 +61,11 @@ Expected<RowAtomicInputs> check_row_atomic_inputs(std::span<const Shape> shapes,
   RowAtomicInputs in;
   internal::ChunkAccumulator chunk_of;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    FSDP_TRY(const std::int64_t a,
-             internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
+    std::int64_t a = internal::simple_row_alignment(shapes[i], block_size);
+    if (a == 0) {
+      FSDP_TRY(
+          a, internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
+    }
     chunk_of.add(static_cast<std::int64_t>(i), shapes[i], a);
   }
   // The reference's lcm cannot overflow (Python ints), so every shape error above takes precedence
@@ -73,70 +78,163 @@ constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 static_assert(internal::SuccessorSet::kNone == kNone);
 
 // Leftmost index whose value is <= a threshold, over a fixed array of values that only ever become
-// kInactive (T's maximum; every active value and every threshold must be below it). The values sit
-// in buckets of one cache line and a min segment tree holds the bucket minima, so a query descends
-// a tree 16 times smaller than one with a leaf per value (it stays in L2 at a million tensors) and
-// then scans one bucket. T is uint32 when the chunk allows.
+// kInactive (T's maximum; every active value and every threshold must be below it). Level 0 holds
+// the values in 64-byte-aligned buckets of kBucket, and level k + 1 the minimum of each bucket of
+// level k, up to a single bucket. A query reads one bucket (one cache line) per level, top-down:
+// at a million tensors only the last two levels are not in L1, where a binary min tree's lowest
+// levels would cost a miss each. T is uint32 when the chunk allows.
 template <typename T>
 class BucketMinTree {
  public:
   static constexpr T kInactive = std::numeric_limits<T>::max();
   static constexpr std::size_t kBucket = 64 / sizeof(T);
 
-  explicit BucketMinTree(std::size_t n) : value_((n + kBucket - 1) / kBucket * kBucket, kInactive) {
-    while (base_ < value_.size() / kBucket) {
-      base_ *= 2;
+  explicit BucketMinTree(std::size_t n) : levels_(1) {
+    levels_[0].resize(std::max<std::size_t>(1, (n + kBucket - 1) / kBucket));
+    while (levels_.back().size() > 1) {
+      const std::size_t above = (levels_.back().size() + kBucket - 1) / kBucket;
+      levels_.emplace_back(above);
     }
-    node_.assign(2 * base_, kInactive);
   }
   // Sets a value; build() then computes the minima.
-  void init(std::size_t i, std::int64_t value) { value_[i] = static_cast<T>(value); }
-  // Recomputes every bucket minimum and inner node in O(n).
+  void init(std::size_t i, std::int64_t value) {
+    levels_[0][i / kBucket].v[i % kBucket] = static_cast<T>(value);
+  }
+  // Recomputes every minimum in O(n).
   void build() {
-    for (std::size_t b = 0; b * kBucket < value_.size(); ++b) {
-      node_[base_ + b] = bucket_min(b);
-    }
-    for (std::size_t v = base_ - 1; v >= 1; --v) {
-      node_[v] = std::min(node_[2 * v], node_[2 * v + 1]);
+    for (std::size_t k = 0; k + 1 < levels_.size(); ++k) {
+      for (std::size_t b = 0; b < levels_[k].size(); ++b) {
+        levels_[k + 1][b / kBucket].v[b % kBucket] = bucket_min(levels_[k][b]);
+      }
     }
   }
   void deactivate(std::size_t i) {
-    value_[i] = kInactive;
-    std::size_t v = base_ + i / kBucket;
-    node_[v] = bucket_min(i / kBucket);
-    for (v /= 2; v >= 1; v /= 2) {
-      const T m = std::min(node_[2 * v], node_[2 * v + 1]);
-      if (node_[v] == m) {
+    levels_[0][i / kBucket].v[i % kBucket] = kInactive;
+    for (std::size_t k = 0; k + 1 < levels_.size(); ++k) {
+      const T m = bucket_min(levels_[k][i / kBucket]);
+      i /= kBucket;
+      T& up = levels_[k + 1][i / kBucket].v[i % kBucket];
+      if (up == m) {
         break;
       }
-      node_[v] = m;
+      up = m;
     }
   }
-  // Leftmost index with value <= threshold, or kNone.
-  std::size_t leftmost_at_most(std::int64_t threshold) const {
-    if (static_cast<std::int64_t>(node_[1]) > threshold) {
+  // Leftmost index with value <= threshold, or kNone, in two steps: the first bucket of level 0
+  // holding one (its indices are [b * kBucket, (b + 1) * kBucket)), then the index within it. The
+  // caller can prefetch what it will read about the bucket's indices in between.
+  std::size_t leftmost_bucket_at_most(std::int64_t threshold) const {
+    if (threshold < 0) {
       return kNone;
     }
-    std::size_t v = 1;
-    while (v < base_) {
-      v = static_cast<std::int64_t>(node_[2 * v]) <= threshold ? 2 * v : 2 * v + 1;
+    const T t = clamp(threshold);
+    const std::size_t top = levels_.size() - 1;
+    std::size_t b = first_at_most(levels_[top][0], t);
+    if (b == kBucket) {
+      return kNone;
     }
-    std::size_t i = (v - base_) * kBucket;  // the bucket's minimum is <= threshold
-    while (static_cast<std::int64_t>(value_[i]) > threshold) {
-      ++i;
+    if (top == 0) {
+      return 0;
     }
-    return i;
+    // b is an entry of level k, that is a bucket of level k - 1, whose first value <= t is an
+    // entry of level k - 1.
+    for (std::size_t k = top; k > 1; --k) {
+      b = b * kBucket + first_at_most(levels_[k - 1][b], t);
+    }
+    return b;
+  }
+  // Requires b from leftmost_bucket_at_most(threshold).
+  std::size_t leftmost_in_bucket(std::size_t b, std::int64_t threshold) const {
+    return b * kBucket + first_at_most(levels_[0][b], clamp(threshold));
   }
 
  private:
-  T bucket_min(std::size_t b) const {
-    const auto first = value_.begin() + static_cast<std::ptrdiff_t>(b * kBucket);
-    return *std::min_element(first, first + kBucket);
+  struct alignas(64) Bucket {
+    Bucket() { std::fill(std::begin(v), std::end(v), kInactive); }
+    T v[kBucket];
+  };
+
+  static T clamp(std::int64_t threshold) {
+    return threshold >= static_cast<std::int64_t>(kInactive) ? kInactive - 1
+                                                             : static_cast<T>(threshold);
+  }
+  static T bucket_min(const Bucket& bucket) {
+    return *std::min_element(std::begin(bucket.v), std::end(bucket.v));
+  }
+  // Index of the bucket's first value <= t, or kBucket.
+  static std::size_t first_at_most(const Bucket& bucket, T t) {
+    std::uint32_t mask = 0;
+    for (std::size_t i = 0; i < kBucket; ++i) {
+      mask |= static_cast<std::uint32_t>(bucket.v[i] <= t ? 1U : 0U) << i;
+    }
+    return mask == 0 ? kBucket : static_cast<std::size_t>(std::countr_zero(mask));
   }
 
-  std::size_t base_ = 1;
-  std::vector<T> value_;
-  std::vector<T> node_;
+  std::vector<std::vector<Bucket>> levels_;  // levels_[0]: the values
+};
+
+// The first index whose value is <= a threshold, over n values that do not increase with the
+// index (set, then build). Level 0 holds the values in 64-byte-aligned blocks of 16, and level
+// k + 1 the first value of each block of level k, up to a single block; every level is padded with
+// zeros. A query reads one block per level, top-down: one cache line at level 0 (two for int64)
+// and hits in the small upper levels, where a binary search over the values would miss on each of
+// its last probes. T is uint32 or int64, and the values are non-negative.
+template <typename T>
+class NonIncreasingSearch {
+ public:
+  static constexpr std::size_t kFan = 16;
+
+  explicit NonIncreasingSearch(std::size_t n) : size_(n), levels_(1) {
+    levels_[0].resize((n + kFan - 1) / kFan);  // zeros
+  }
+  // Requires i < n.
+  void set(std::size_t i, T value) { levels_[0][i / kFan].v[i % kFan] = value; }
+  // Builds the upper levels once every value is set.
+  void build() {
+    while (levels_.back().size() > 1) {
+      std::vector<Block> above((levels_.back().size() + kFan - 1) / kFan);  // zeros
+      const std::vector<Block>& below = levels_.back();
+      for (std::size_t b = 0; b < below.size(); ++b) {
+        above[b / kFan].v[b % kFan] = below[b].v[0];
+      }
+      levels_.push_back(std::move(above));
+    }
+  }
+
+  // The first index with value <= threshold, or n when there is none.
+  std::size_t first_at_most(std::int64_t threshold) const {
+    if (size_ == 0 || threshold < 0) {
+      return size_;  // every value is >= 0
+    }
+    constexpr T kMax = std::numeric_limits<T>::max();
+    const T t = threshold >= static_cast<std::int64_t>(kMax) ? kMax : static_cast<T>(threshold);
+    // Invariant: j is the first index of level k with value <= t (a padding zero at the latest).
+    // Entry j - 1 of level k is the first value of block j - 1 of level k - 1 and is above t,
+    // and entry j is the first value of block j (or padding), so the answer there is in block
+    // j - 1 after the values above t.
+    std::size_t j = count_above(levels_.back()[0], t);
+    for (std::size_t k = levels_.size() - 1; k > 0 && j > 0; --k) {
+      j = kFan * (j - 1) + count_above(levels_[k - 1][j - 1], t);
+    }
+    return j;
+  }
+
+ private:
+  struct alignas(64) Block {
+    T v[kFan] = {};
+  };
+
+  // How many of the block's values are above t: a prefix, as the values do not increase.
+  static std::size_t count_above(const Block& block, T t) {
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < kFan; ++i) {
+      count += block.v[i] > t ? std::size_t{1} : std::size_t{0};
+    }
+    return count;
+  }
+
+  std::size_t size_ = 0;
+  std::vector<std::vector<Block>> levels_;  // levels_[0]: the values
 };
 
 Error overflow_error(std::string_view what) {
@@ -219,29 +317,24 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
   // Step 3: regulars in id order; fragments in the global order (numel desc, id asc). A stable
   // radix sort on chunk - 1 - numel over the fragments in id order yields it directly; the sort
   // carries each fragment's index f among the fragments, and f finds its id and alignment.
+  // One pass over the shapes fills all of these, so each list is reserved for n entries: only the
+  // pages written are ever touched.
   std::vector<std::int64_t>& numel_of = out.numel_of;  // by id, for GlobalLayout's check
-  numel_of.resize(n);
-  std::size_t num_regulars = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    numel_of[i] = shapes[i].numel();
-    if (numel_of[i] >= chunk) {
-      ++num_regulars;
-    }
-  }
-  const std::size_t num_frags = n - num_regulars;
+  numel_of.reserve(n);
   std::vector<RegularRecord<Idx>> regulars;
-  regulars.reserve(num_regulars);
+  regulars.reserve(n);
   std::vector<FragmentIdAlign<Idx, Val>> frag_by_f;
-  frag_by_f.reserve(num_frags);
+  frag_by_f.reserve(n);
   std::vector<std::uint64_t> packed_keys;     // key << 32 | f, when kPackedKeys
   std::vector<internal::KeyIndex> key_pairs;  // (key, f) otherwise
   if constexpr (kPackedKeys) {
-    packed_keys.reserve(num_frags);
+    packed_keys.reserve(n);
   } else {
-    key_pairs.reserve(num_frags);
+    key_pairs.reserve(n);
   }
   for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t numel = numel_of[i];
+    const std::int64_t numel = shapes[i].numel();
+    numel_of.push_back(numel);
     if (numel >= chunk) {
       regulars.push_back({numel, static_cast<Idx>(i), false});
       continue;
@@ -257,6 +350,7 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     frag_by_f.push_back(
         {static_cast<Idx>(i), static_cast<Val>(block_size * fast_row_size(shapes[i]))});
   }
+  const std::size_t num_frags = frag_by_f.size();
   if constexpr (kPackedKeys) {
     internal::stable_radix_sort_by_high_bits(packed_keys, 32);
   } else {
@@ -269,9 +363,10 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
       return key_pairs[p];
     }
   };
-  std::vector<FragmentRecord<Idx, Val>> frags(num_frags);
-  std::vector<Val> pos_numel(num_frags);  // frags[p].numel, dense for first_at_most's last probes
-  constexpr std::size_t kPrefetchAhead = 16;  // the gathers below are independent misses
+  std::vector<FragmentRecord<Idx, Val>> frags;
+  frags.reserve(num_frags);
+  NonIncreasingSearch<Val> by_numel(num_frags);  // the first position with numel <= a threshold
+  constexpr std::size_t kPrefetchAhead = 16;     // the gathers below are independent misses
   for (std::size_t p = 0; p < num_frags; ++p) {
     if (p + kPrefetchAhead < num_frags) {
       __builtin_prefetch(&frag_by_f[key_at(p + kPrefetchAhead).index]);
@@ -279,8 +374,9 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     const internal::KeyIndex k = key_at(p);
     const FragmentIdAlign<Idx, Val>& fa = frag_by_f[k.index];
     // Fits Val: a fragment's numel is below the chunk.
-    pos_numel[p] = static_cast<Val>(chunk - 1 - static_cast<std::int64_t>(k.key));
-    frags[p] = {pos_numel[p], fa.align, fa.id, kNoNext};
+    const auto numel = static_cast<Val>(chunk - 1 - static_cast<std::int64_t>(k.key));
+    by_numel.set(p, numel);
+    frags.push_back({numel, fa.align, fa.id, kNoNext});
   }
   frag_by_f = {};
   packed_keys = {};
@@ -326,35 +422,7 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
       }
     }
   }
-  // The first position whose numel is <= a threshold: numels do not increase with the position,
-  // so a binary search over every kStride-th numel (a small array, in cache) narrows it to one
-  // stride of pos_numel (one cache line).
-  constexpr std::size_t kStride = 16;
-  std::vector<Val> stride_numel((num_frags + kStride - 1) / kStride);
-  for (std::size_t j = 0; j < stride_numel.size(); ++j) {
-    stride_numel[j] = pos_numel[j * kStride];
-  }
-  const auto first_at_most = [&](std::int64_t threshold) -> std::size_t {
-    if (threshold < 0) {
-      return num_frags;
-    }
-    const auto above = [threshold](Val v) { return static_cast<std::int64_t>(v) > threshold; };
-    const auto j = static_cast<std::size_t>(
-        std::partition_point(stride_numel.begin(), stride_numel.end(), above) -
-        stride_numel.begin());
-    // Positions up to (j - 1) * kStride are above the threshold; j * kStride is not.
-    std::size_t lo = j == 0 ? 0 : (j - 1) * kStride + 1;
-    std::size_t hi = std::min(j * kStride, num_frags);
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (above(pos_numel[mid])) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo;
-  };
+  by_numel.build();
   std::vector<std::uint64_t> placed((num_frags + 63) / 64, 0);  // bit p: fragment p is placed
 
   // Conjugate candidates: numel % chunk of each unused regular (inactive when 0 or used).
@@ -403,8 +471,18 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     std::int64_t conjugate_numel = 0;
     // 4c: the first remaining regular (in id order; all remaining ones follow T) with
     // 0 < rc <= chunk - rem.
-    const std::size_t q = reg_tree.leftmost_at_most(chunk - rem);
-    if (q != kNone) {
+    const std::size_t bucket = reg_tree.leftmost_bucket_at_most(chunk - rem);
+    if (bucket != kNone) {
+      // The conjugate's record is one of the bucket's: fetch them all while the bucket's values
+      // are scanned, so the two cache misses overlap instead of queuing.
+      constexpr std::size_t kBucket = BucketMinTree<Val>::kBucket;
+      const std::size_t first = bucket * kBucket;
+      const std::size_t last = std::min(first + kBucket, num_regs) - 1;
+      for (std::size_t r = first; r <= last; r += 64 / sizeof(RegularRecord<Idx>)) {
+        __builtin_prefetch(&regulars[r]);
+      }
+      __builtin_prefetch(&regulars[last]);
+      const std::size_t q = reg_tree.leftmost_in_bucket(bucket, chunk - rem);
       RegularRecord<Idx>& c = regulars[q];
       c.used = true;
       reg_tree.deactivate(q);
@@ -421,7 +499,7 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     // reference skips earlier in the walk cannot fit later because gap_start only grows, so "first
     // after the cursor" equals "first overall"; a class that fails is masked until the gap ends.
     while (true) {
-      const std::size_t p = live.next_at_or_after(first_at_most(gap_end - gap_start));
+      const std::size_t p = live.next_at_or_after(by_numel.first_at_most(gap_end - gap_start));
       if (p == kNone) {
         break;
       }
@@ -449,8 +527,12 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     }
   }
 
-  // Step 5: the tail, in global fragment order.
+  // Step 5: the tail, in global fragment order. Its offsets are stored at random ids: prefetch
+  // them (for writing) a few positions ahead so the stores do not stall on one miss each.
   for (std::size_t p = 0; p < num_frags; ++p) {
+    if (p + kPrefetchAhead < num_frags) {
+      __builtin_prefetch(&offsets[frags[p + kPrefetchAhead].id], /*rw=*/1);
+    }
     if ((placed[p / 64] >> (p % 64) & 1U) != 0) {
       continue;
     }
@@ -477,22 +559,19 @@ Expected<PaddedPlacement> padded_offsets(std::span<const Shape> shapes, std::int
   return padded_offsets_impl<std::size_t, std::int64_t>(shapes, block_size, chunk);
 }
 
-std::vector<Shape> to_vector(std::span<const Shape> shapes) {
+// The shapes the layout will own: the caller's vector when it handed one over (`owned`, holding
+// the same shapes as `shapes`), else a copy. Called after the builder's checks and placement, so an
+// input they reject costs no copy.
+std::vector<Shape> take_shapes(std::span<const Shape> shapes, std::vector<Shape>* owned) {
+  if (owned != nullptr) {
+    return std::move(*owned);
+  }
   return std::vector<Shape>(shapes.begin(), shapes.end());
 }
 
-}  // namespace
-
-Expected<GlobalLayout> build_row_atomic_layout(std::span<const Shape> shapes, std::int64_t dp_size,
-                                               std::int64_t block_size, ShardLayout shard_layout) {
-  if (shard_layout == ShardLayout::kUnpadded) {
-    return build_for_row_atomic_unpadding(shapes, dp_size, block_size);
-  }
-  return build_for_row_atomic(shapes, dp_size, block_size);
-}
-
-Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
-                                            std::int64_t block_size) {
+// The builders, for both overloads: `owned` is null (copy the span) or the vector `shapes` views.
+Expected<GlobalLayout> padded_layout(std::span<const Shape> shapes, std::vector<Shape>* owned,
+                                     std::int64_t dp_size, std::int64_t block_size) {
   FSDP_TRY(const RowAtomicInputs in, check_row_atomic_inputs(shapes, dp_size, block_size));
   FSDP_TRY(PaddedPlacement placement, padded_offsets(shapes, block_size, in.chunk));
   const std::int64_t end = placement.end;
@@ -510,18 +589,17 @@ Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::
     rank_to_offset[k] = static_cast<std::int64_t>(k) * segment;
   }
   FSDP_TRY(GlobalLayout layout,
-           internal::make_layout_with_start_order(to_vector(shapes), std::move(placement.offsets),
-                                                  size, std::move(rank_to_offset),
-                                                  placement.numel_of, placement.start_order));
+           internal::make_layout_with_start_order(
+               take_shapes(shapes, owned), std::move(placement.offsets), size,
+               std::move(rank_to_offset), placement.numel_of, placement.start_order));
   // Step 7.
   const Status valid = validate_for_row_atomic(layout, block_size);
   FSDP_CHECK(valid.ok()) << "padded layout failed validation: " << valid.error().message();
   return layout;
 }
 
-Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> shapes,
-                                                      std::int64_t dp_size,
-                                                      std::int64_t block_size) {
+Expected<GlobalLayout> unpadded_layout(std::span<const Shape> shapes, std::vector<Shape>* owned,
+                                       std::int64_t dp_size, std::int64_t block_size) {
   FSDP_RETURN_IF_ERROR(check_dp_size(dp_size));
   if (block_size <= 0) {
     return Error(ErrorCode::kInvalidArgument,
@@ -529,9 +607,11 @@ Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> sha
   }
   // After these checks each alignment is block_size * row_size without overflow (not stored).
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    FSDP_TRY(const std::int64_t a,
-             internal::checked_row_alignment(static_cast<std::int64_t>(i), shapes[i], block_size));
-    static_cast<void>(a);
+    if (internal::simple_row_alignment(shapes[i], block_size) == 0) {
+      FSDP_TRY(const std::int64_t a, internal::checked_row_alignment(static_cast<std::int64_t>(i),
+                                                                     shapes[i], block_size));
+      static_cast<void>(a);
+    }
   }
   // Packed offsets in id order.
   std::vector<std::int64_t> offsets(shapes.size());
@@ -569,15 +649,16 @@ Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> sha
     }
     rank_to_offset[static_cast<std::size_t>(k)] = b;
   }
-  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(to_vector(shapes), std::move(offsets), size,
-                                                   std::move(rank_to_offset)));
+  FSDP_TRY(GlobalLayout layout, GlobalLayout::make(take_shapes(shapes, owned), std::move(offsets),
+                                                   size, std::move(rank_to_offset)));
   const Status valid = validate_for_row_atomic_unpadded(layout, block_size);
   FSDP_CHECK(valid.ok()) << "unpadded layout failed validation: " << valid.error().message();
   return layout;
 }
 
-Expected<GlobalLayout> build_for_tensor_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
-                                               std::span<const std::int64_t> tensor_owners) {
+Expected<GlobalLayout> tensor_atomic_layout(std::span<const Shape> shapes,
+                                            std::vector<Shape>* owned, std::int64_t dp_size,
+                                            std::span<const std::int64_t> tensor_owners) {
   FSDP_RETURN_IF_ERROR(check_dp_size(dp_size));
   if (tensor_owners.size() != shapes.size()) {
     return Error(ErrorCode::kInvalidArgument,
@@ -640,13 +721,65 @@ Expected<GlobalLayout> build_for_tensor_atomic(std::span<const Shape> shapes, st
       }
     }
   }
-  FSDP_TRY(GlobalLayout layout,
-           internal::make_layout_with_start_order(to_vector(shapes), std::move(offsets), size,
-                                                  std::move(rank_to_offset), numel_of,
-                                                  start_order));
+  FSDP_TRY(GlobalLayout layout, internal::make_layout_with_start_order(
+                                    take_shapes(shapes, owned), std::move(offsets), size,
+                                    std::move(rank_to_offset), numel_of, start_order));
   const Status valid = validate_for_tensor_atomic(layout);
   FSDP_CHECK(valid.ok()) << "tensor-atomic layout failed validation: " << valid.error().message();
   return layout;
+}
+
+}  // namespace
+
+Expected<GlobalLayout> build_row_atomic_layout(std::span<const Shape> shapes, std::int64_t dp_size,
+                                               std::int64_t block_size, ShardLayout shard_layout) {
+  if (shard_layout == ShardLayout::kUnpadded) {
+    return unpadded_layout(shapes, nullptr, dp_size, block_size);
+  }
+  return padded_layout(shapes, nullptr, dp_size, block_size);
+}
+
+Expected<GlobalLayout> build_for_row_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
+                                            std::int64_t block_size) {
+  return padded_layout(shapes, nullptr, dp_size, block_size);
+}
+
+Expected<GlobalLayout> build_for_row_atomic_unpadding(std::span<const Shape> shapes,
+                                                      std::int64_t dp_size,
+                                                      std::int64_t block_size) {
+  return unpadded_layout(shapes, nullptr, dp_size, block_size);
+}
+
+Expected<GlobalLayout> build_for_tensor_atomic(std::span<const Shape> shapes, std::int64_t dp_size,
+                                               std::span<const std::int64_t> tensor_owners) {
+  return tensor_atomic_layout(shapes, nullptr, dp_size, tensor_owners);
+}
+
+Expected<GlobalLayout> internal::build_row_atomic_layout_owned(std::vector<Shape> shapes,
+                                                               std::int64_t dp_size,
+                                                               std::int64_t block_size,
+                                                               ShardLayout shard_layout) {
+  if (shard_layout == ShardLayout::kUnpadded) {
+    return unpadded_layout(shapes, &shapes, dp_size, block_size);
+  }
+  return padded_layout(shapes, &shapes, dp_size, block_size);
+}
+
+Expected<GlobalLayout> internal::build_for_row_atomic_owned(std::vector<Shape> shapes,
+                                                            std::int64_t dp_size,
+                                                            std::int64_t block_size) {
+  return padded_layout(shapes, &shapes, dp_size, block_size);
+}
+
+Expected<GlobalLayout> internal::build_for_row_atomic_unpadding_owned(std::vector<Shape> shapes,
+                                                                      std::int64_t dp_size,
+                                                                      std::int64_t block_size) {
+  return unpadded_layout(shapes, &shapes, dp_size, block_size);
+}
+
+Expected<GlobalLayout> internal::build_for_tensor_atomic_owned(
+    std::vector<Shape> shapes, std::int64_t dp_size, std::span<const std::int64_t> tensor_owners) {
+  return tensor_atomic_layout(shapes, &shapes, dp_size, tensor_owners);
 }
 
 Expected<std::vector<std::int64_t>> row_atomic_alignments(std::span<const Shape> shapes,

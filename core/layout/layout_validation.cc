@@ -26,10 +26,11 @@ Status check_block_size(std::int64_t block_size) {
 // block_size * row_size without overflow, so none is stored.
 Status check_shapes(const GlobalLayout& layout, std::int64_t block_size) {
   for (std::int64_t i = 0; i < layout.num_tensors(); ++i) {
-    FSDP_TRY(const std::int64_t a,
-             internal::checked_row_alignment(i, layout.tensor_shapes()[static_cast<std::size_t>(i)],
-                                             block_size));
-    static_cast<void>(a);
+    const Shape& shape = layout.tensor_shapes()[static_cast<std::size_t>(i)];
+    if (internal::simple_row_alignment(shape, block_size) == 0) {
+      FSDP_TRY(const std::int64_t a, internal::checked_row_alignment(i, shape, block_size));
+      static_cast<void>(a);
+    }
   }
   return ok_status();
 }
@@ -56,7 +57,10 @@ Status validate_for_row_atomic(const GlobalLayout& layout, std::int64_t block_si
   internal::ChunkAccumulator chunk_of;
   for (std::int64_t i = 0; i < layout.num_tensors(); ++i) {
     const auto ui = static_cast<std::size_t>(i);
-    FSDP_TRY(const std::int64_t a, internal::checked_row_alignment(i, shapes[ui], block_size));
+    std::int64_t a = internal::simple_row_alignment(shapes[ui], block_size);
+    if (a == 0) {
+      FSDP_TRY(a, internal::checked_row_alignment(i, shapes[ui], block_size));
+    }
     const std::int64_t offset = layout.tensor_to_offset()[ui];
     if (offset % a != 0) {
       return Error(ErrorCode::kInvalidArgument,

@@ -4,6 +4,8 @@
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 
+#include <utility>
+
 namespace fsdp {
 
 std::vector<ParamGrouping> group_params(std::span<const Param> params) {
@@ -37,7 +39,7 @@ Expected<std::vector<ParamGroup>> build_param_groups(const Unit& unit, std::int6
       shapes.push_back(unit.params()[static_cast<std::size_t>(i)].shape());
     }
     const std::int64_t block = g.dtype == DType::kFp8 ? kMxfp8BlockSize : block_size;
-    auto layout = build_row_atomic_layout(shapes, dp_size, block, shard_layout);
+    auto layout = build_row_atomic_layout(std::move(shapes), dp_size, block, shard_layout);
     if (!layout) {
       return layout.error().with_context(
           str_cat("unit '", unit.name(), "' group (", to_string(g.dtype),

@@ -42,9 +42,9 @@ Expected<GlobalLayout> group_layout(const Unit& unit, const ParamGrouping& group
   const std::int64_t dp = config.placements().dp_size();
   if (config.placements().is_tensor_atomic()) {
     FSDP_TRY(std::vector<std::int64_t> owners, plan_tensor_owners(shapes, dp));
-    return build_for_tensor_atomic(shapes, dp, owners);
+    return build_for_tensor_atomic(std::move(shapes), dp, owners);
   }
-  return build_row_atomic_layout(shapes, dp, block, config.shard_layout());
+  return build_row_atomic_layout(std::move(shapes), dp, block, config.shard_layout());
 }
 
 Status plan_leg(const std::vector<Placement>& from, const std::vector<Placement>& to,

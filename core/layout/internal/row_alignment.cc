@@ -41,10 +41,7 @@ Expected<std::int64_t> checked_row_alignment(std::int64_t index, const Shape& sh
   return alignment;
 }
 
-void ChunkAccumulator::add(std::int64_t index, const Shape& shape, std::int64_t alignment) {
-  if (bad_index_ >= 0 || chunk_ % alignment == 0) {
-    return;  // the common case, and cheaper than the gcd
-  }
+void ChunkAccumulator::grow(std::int64_t index, const Shape& shape, std::int64_t alignment) {
   std::int64_t next = 0;
   if (!checked_lcm(chunk_, alignment, &next)) {
     bad_index_ = index;

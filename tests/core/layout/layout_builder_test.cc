@@ -231,9 +231,14 @@ TEST(LayoutBuilderTest, TensorAtomicSizeOverflow) {
 
 // ---- errors (§2.2 steps 1-2, shared by PADDED and UNPADDED) ------------------------------------
 
+// The span overloads (the builders are overloaded on an rvalue vector too).
+using SpanBuilder = Expected<GlobalLayout> (*)(std::span<const Shape>, std::int64_t, std::int64_t);
+constexpr SpanBuilder kPadded = build_for_row_atomic;
+constexpr SpanBuilder kUnpadded = build_for_row_atomic_unpadding;
+
 TEST(LayoutBuilderTest, RejectsNonPositiveDpAndBlock) {
   const auto s = shapes({{4, 4}});
-  for (const auto& build : {build_for_row_atomic, build_for_row_atomic_unpadding}) {
+  for (const SpanBuilder build : {kPadded, kUnpadded}) {
     EXPECT_TRUE(is_error(build(s, 0, 1), ErrorCode::kInvalidArgument,
                          {"dp size must be positive", "got 0"}));
     EXPECT_TRUE(is_error(build(s, -3, 1), ErrorCode::kInvalidArgument, {"got -3"}));
@@ -244,7 +249,7 @@ TEST(LayoutBuilderTest, RejectsNonPositiveDpAndBlock) {
 
 TEST(LayoutBuilderTest, RejectsDimZeroNotMultipleOfBlock) {
   const auto s = shapes({{4, 4}, {3, 5}});
-  for (const auto& build : {build_for_row_atomic, build_for_row_atomic_unpadding}) {
+  for (const SpanBuilder build : {kPadded, kUnpadded}) {
     EXPECT_TRUE(is_error(
         build(s, 2, 2), ErrorCode::kInvalidArgument,
         {"tensor 1 shape (3, 5)", "block size 2", "dim 0 is 3", "expected a multiple of 2"}));
@@ -253,7 +258,7 @@ TEST(LayoutBuilderTest, RejectsDimZeroNotMultipleOfBlock) {
 
 TEST(LayoutBuilderTest, RejectsZeroRowSize) {
   const auto s = shapes({{2, 2}, {4, 0}});
-  for (const auto& build : {build_for_row_atomic, build_for_row_atomic_unpadding}) {
+  for (const SpanBuilder build : {kPadded, kUnpadded}) {
     EXPECT_TRUE(is_error(build(s, 2, 1), ErrorCode::kInvalidArgument,
                          {"tensor 1 shape (4, 0)", "row size is 0", "zero-sized non-leading dims",
                           "expected a positive row size"}));
@@ -262,7 +267,7 @@ TEST(LayoutBuilderTest, RejectsZeroRowSize) {
 
 TEST(LayoutBuilderTest, RejectsZeroDimShape) {
   const std::vector<Shape> s{testing::shape({3}), Shape()};
-  for (const auto& build : {build_for_row_atomic, build_for_row_atomic_unpadding}) {
+  for (const SpanBuilder build : {kPadded, kUnpadded}) {
     EXPECT_TRUE(is_error(build(s, 2, 1), ErrorCode::kInvalidArgument,
                          {"tensor 1 shape ()", "0 dims", "expected at least 1 dim"}));
   }
