@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pools are sorted vectors: a rank holds tens of live buffers, so a linear insert into a small
-// contiguous vector beats a node-based std::set and allocates nothing at steady state. Block
-// records live in one flat array (linked by index, recycled after merges), so a handle is an index
-// and copying an allocator copies a few flat vectors.
+// A pool is a short list of size classes, each a vector of its cached blocks by descending address
+// (see the header): the best fit takes the back of the first non-empty class at least as large,
+// moving nothing; a freed block is inserted from the back, past the blocks of its size at lower
+// addresses, comparing one integer per step and reading no block record; only the neighbours
+// absorbed by a merge are erased from the middle of a class. One sorted vector per pool instead
+// paid a search with block-record loads and a memmove on every insert and erase. Nothing is
+// allocated at steady state. Block records live in one flat array (linked by index, recycled after
+// merges), so a handle is an index.
 #include "sim/model/caching_allocator.h"
 
 #include <algorithm>
@@ -44,39 +48,66 @@ void CachingAllocator::recycle(std::int32_t b) {
   recycled_.push_back(b);
 }
 
+CachingAllocator::Pool::iterator CachingAllocator::first_class(Pool& pool, std::int64_t size) {
+  return std::lower_bound(pool.begin(), pool.end(), size,
+                          [](const SizeClass& c, std::int64_t s) { return c.size < s; });
+}
+
 void CachingAllocator::add_free(std::int32_t b) {
-  const FreeKey key = key_of(b);
-  auto& p = pool(key.segment);
-  const auto less = [this](const FreeKey& x, const FreeKey& y) { return before(x, y); };
-  p.insert(std::lower_bound(p.begin(), p.end(), key, less), key);
+  const Block& block = blocks_[static_cast<std::size_t>(b)];
+  const FreeEntry entry{address_of(block), b};
+  Pool& p = pool_of(block.segment);
+  auto c = first_class(p, block.size);
+  if (c == p.end() || c->size != block.size) {
+    if (p.size() >= kMaxClasses) {
+      std::erase_if(p, [](const SizeClass& k) { return k.blocks.empty(); });
+      c = first_class(p, block.size);
+    }
+    c = p.insert(c, SizeClass{block.size, {}});
+  }
+  // Insertion from the back: the blocks of lower address move up one place.
+  std::vector<FreeEntry>& v = c->blocks;
+  v.push_back(entry);
+  std::size_t i = v.size() - 1;
+  for (; i > 0 && v[i - 1].address < entry.address; --i) {
+    v[i] = v[i - 1];
+  }
+  v[i] = entry;
 }
 
 void CachingAllocator::remove_free(std::int32_t b) {
-  const FreeKey key = key_of(b);
-  auto& p = pool(key.segment);
-  const auto less = [this](const FreeKey& x, const FreeKey& y) { return before(x, y); };
-  const auto it = std::lower_bound(p.begin(), p.end(), key, less);
-  FSDP_CHECK(it != p.end() && it->block == b) << "free block missing from its pool";
-  p.erase(it);
+  const Block& block = blocks_[static_cast<std::size_t>(b)];
+  const std::int64_t address = address_of(block);
+  Pool& p = pool_of(block.segment);
+  const auto c = first_class(p, block.size);
+  FSDP_CHECK(c != p.end() && c->size == block.size) << "free block missing from its pool";
+  std::vector<FreeEntry>& v = c->blocks;
+  const auto it =
+      std::lower_bound(v.begin(), v.end(), address,
+                       [](const FreeEntry& e, std::int64_t a) { return e.address > a; });
+  FSDP_CHECK(it != v.end() && it->block == b) << "free block missing from its pool";
+  v.erase(it);
 }
 
 CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t bytes) {
   FSDP_CHECK(stream >= 0 && stream < kMaxStreams) << "stream " << stream;
   const std::int64_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  auto& p = pools_[static_cast<std::size_t>(stream * 2 + (small ? 1 : 0))];
-  // Best fit: the smallest cached block of this stream's pool that holds the request.
-  // Segment -1 sorts before every block of `size`, so the offset is never consulted.
-  const auto it = std::lower_bound(p.begin(), p.end(), FreeKey{size, -1, -1},
-                                   [this](const FreeKey& x, const FreeKey& y) { return before(x, y); });
+  Pool& p = pools_[static_cast<std::size_t>(stream * 2 + (small ? 1 : 0))];
+  // Best fit: the smallest cached block of this stream's pool that holds the request, the lowest
+  // address among the blocks of that size.
+  auto c = first_class(p, size);
+  while (c != p.end() && c->blocks.empty()) {
+    ++c;
+  }
   std::int32_t b = 0;
-  if (it != p.end()) {
-    b = it->block;
-    p.erase(it);
+  if (c != p.end()) {
+    b = c->blocks.back().block;
+    c->blocks.pop_back();
   } else {
     const std::int32_t seg = static_cast<std::int32_t>(segments_.size());
     const std::int64_t segment_bytes = segment_size(size);
-    segments_.push_back(Segment{stream, small});
+    segments_.push_back(Segment{/*base=*/reserved_, stream, small});
     reserved_ += segment_bytes;
     b = new_block(Block{0, segment_bytes, seg, -1, -1, BlockState::kFree});
   }
@@ -88,8 +119,8 @@ CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t byt
   const bool split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (split) {
     const Block& blk = blocks_[static_cast<std::size_t>(b)];
-    const std::int32_t rest = new_block(
-        Block{blk.offset + size, remaining, blk.segment, b, blk.next, BlockState::kFree});
+    const std::int32_t rest =
+        new_block(Block{blk.offset + size, remaining, blk.segment, b, blk.next, BlockState::kFree});
     Block& cut = blocks_[static_cast<std::size_t>(b)];  // new_block may have moved the records
     if (cut.next >= 0) {
       blocks_[static_cast<std::size_t>(cut.next)].prev = rest;
@@ -135,6 +166,15 @@ void CachingAllocator::release(Handle handle) {
     b = q;
   }
   add_free(b);
+}
+
+CachingAllocator::Placement CachingAllocator::placement(Handle handle) const {
+  const std::int32_t b = handle.block;
+  FSDP_CHECK(b >= 0 && static_cast<std::size_t>(b) < blocks_.size() &&
+             blocks_[static_cast<std::size_t>(b)].state == BlockState::kLive)
+      << "placement of a block that is not live: " << b;
+  const Block& blk = blocks_[static_cast<std::size_t>(b)];
+  return Placement{blk.segment, blk.offset, blk.size};
 }
 
 }  // namespace fsdp::sim

@@ -17,11 +17,11 @@ namespace fsdp::sim {
 class CachingAllocator {
  public:
   static constexpr std::int64_t kMinBlockSize = 512;
-  static constexpr std::int64_t kSmallSize = 1 << 20;         // largest small-pool request
-  static constexpr std::int64_t kSmallBuffer = 2 << 20;       // small-pool segment
-  static constexpr std::int64_t kMinLargeAlloc = 10 << 20;    // below: a kLargeBuffer segment
+  static constexpr std::int64_t kSmallSize = 1 << 20;       // largest small-pool request
+  static constexpr std::int64_t kSmallBuffer = 2 << 20;     // small-pool segment
+  static constexpr std::int64_t kMinLargeAlloc = 10 << 20;  // below: a kLargeBuffer segment
   static constexpr std::int64_t kLargeBuffer = 20 << 20;
-  static constexpr std::int64_t kRoundLarge = 2 << 20;        // rounding of big segments
+  static constexpr std::int64_t kRoundLarge = 2 << 20;  // rounding of big segments
   static constexpr int kMaxStreams = 4;
 
   // A live allocation: the index of its block record, so release() needs no search.
@@ -46,11 +46,23 @@ class CachingAllocator {
   // Free blocks cached in all pools.
   std::size_t cached_blocks() const {
     std::size_t n = 0;
-    for (const auto& p : pools_) {
-      n += p.size();
+    for (const Pool& p : pools_) {
+      for (const SizeClass& c : p) {
+        n += c.blocks.size();
+      }
     }
     return n;
   }
+
+  // Where a live allocation lies: its segment (numbered in creation order), offset in it and
+  // block size. FSDP_CHECKs the handle is live. For tests and diagnostics.
+  struct Placement {
+    std::int32_t segment = 0;
+    std::int64_t offset = 0;
+    std::int64_t size = 0;
+    friend bool operator==(const Placement&, const Placement&) = default;
+  };
+  Placement placement(Handle handle) const;
 
  private:
   enum class BlockState : std::uint8_t { kFree, kLive, kRecycled };
@@ -64,35 +76,39 @@ class CachingAllocator {
     BlockState state = BlockState::kFree;
   };
   struct Segment {
+    // Where the segment starts if all segments lay end to end in creation order, so that the
+    // (segment, offset) order of blocks is the order of their addresses, base + offset.
+    std::int64_t base = 0;
     int stream = 0;
     bool small = false;
   };
-  // A cached block in a pool, 16 bytes. Pools are ordered by (size, segment, offset), PyTorch's
-  // best-fit order (see before()); the offset, a tie-break within one segment, is read from the
-  // block record.
-  struct FreeKey {
-    std::int64_t size = 0;
-    std::int32_t segment = 0;
+  // A cached block, 16 bytes: its address and record.
+  struct FreeEntry {
+    std::int64_t address = 0;
     std::int32_t block = 0;
   };
-  bool before(const FreeKey& a, const FreeKey& b) const {
-    if (a.size != b.size) {
-      return a.size < b.size;
-    }
-    if (a.segment != b.segment) {
-      return a.segment < b.segment;
-    }
-    return blocks_[static_cast<std::size_t>(a.block)].offset <
-           blocks_[static_cast<std::size_t>(b.block)].offset;
-  }
-  FreeKey key_of(std::int32_t b) const {
-    const Block& block = blocks_[static_cast<std::size_t>(b)];
-    return FreeKey{block.size, block.segment, b};
-  }
-  std::vector<FreeKey>& pool(std::int32_t segment) {
+  // The cached blocks of one size in a pool, by descending address: the best of them (lowest
+  // segment, then offset) is at the back, where taking it moves nothing.
+  struct SizeClass {
+    std::int64_t size = 0;
+    std::vector<FreeEntry> blocks;
+  };
+  // A pool: its size classes by ascending size, so PyTorch's best-fit order (size, segment,
+  // offset) is class order, then address order within a class. A pool holds few distinct sizes
+  // (FSDP frees the same buffer sizes over and over) but many blocks of one size. A class that
+  // empties stays (it is usually refilled soon); empty classes are dropped when a pool would
+  // exceed kMaxClasses.
+  using Pool = std::vector<SizeClass>;
+  static constexpr std::size_t kMaxClasses = 32;
+  Pool& pool_of(std::int32_t segment) {
     const Segment& s = segments_[static_cast<std::size_t>(segment)];
     return pools_[static_cast<std::size_t>(s.stream * 2 + (s.small ? 1 : 0))];
   }
+  std::int64_t address_of(const Block& block) const {
+    return segments_[static_cast<std::size_t>(block.segment)].base + block.offset;
+  }
+  // The first class of `pool` whose size is >= `size`.
+  static Pool::iterator first_class(Pool& pool, std::int64_t size);
   std::int32_t new_block(const Block& block);
   void recycle(std::int32_t b);
   void add_free(std::int32_t b);
@@ -101,7 +117,7 @@ class CachingAllocator {
   std::vector<Block> blocks_;
   std::vector<std::int32_t> recycled_;  // block records free for reuse
   std::vector<Segment> segments_;
-  std::array<std::vector<FreeKey>, 2 * kMaxStreams> pools_;  // sorted by before()
+  std::array<Pool, 2 * kMaxStreams> pools_;
   std::int64_t reserved_ = 0;
   std::int64_t allocated_ = 0;
 };

@@ -3,10 +3,112 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
 namespace fsdp::sim {
 namespace {
 
 constexpr std::int64_t kMiB = 1 << 20;
+
+// The allocator's rules written as plainly as possible, to check its pools against: every block
+// of every segment in one list, best fit by a full scan for the least (size, segment, offset).
+class ReferenceAllocator {
+ public:
+  using Placement = CachingAllocator::Placement;
+
+  // Returns the index of the live block in blocks_.
+  std::size_t allocate(int stream, std::int64_t bytes) {
+    const std::int64_t size = CachingAllocator::round_size(bytes);
+    const bool small = size <= CachingAllocator::kSmallSize;
+    std::size_t best = blocks_.size();
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      const Block& b = blocks_[i];
+      const Segment& s = segments_[static_cast<std::size_t>(b.segment)];
+      if (b.free && b.size >= size && s.stream == stream && s.small == small &&
+          (best == blocks_.size() ||
+           std::tuple(b.size, b.segment, b.offset) <
+               std::tuple(blocks_[best].size, blocks_[best].segment, blocks_[best].offset))) {
+        best = i;
+      }
+    }
+    if (best == blocks_.size()) {
+      const std::int64_t bytes_reserved = CachingAllocator::segment_size(size);
+      segments_.push_back(Segment{stream, small});
+      reserved_ += bytes_reserved;
+      blocks_.push_back(Block{static_cast<std::int32_t>(segments_.size() - 1), 0, bytes_reserved,
+                              /*free=*/true, /*gone=*/false});
+    }
+    Block& b = blocks_[best];
+    const std::int64_t remaining = b.size - size;
+    const bool split = small ? remaining >= CachingAllocator::kMinBlockSize
+                             : remaining > CachingAllocator::kSmallSize;
+    if (split) {
+      b.size = size;
+      blocks_.push_back(
+          Block{b.segment, b.offset + size, remaining, /*free=*/true, /*gone=*/false});
+    }
+    blocks_[best].free = false;
+    allocated_ += blocks_[best].size;
+    return best;
+  }
+
+  void release(std::size_t i) {
+    Block& b = blocks_[i];
+    allocated_ -= b.size;
+    b.free = true;
+    // Merge with the free blocks that end where b starts or start where b ends.
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (Block& o : blocks_) {
+        if (&o == &b || o.gone || !o.free || o.segment != b.segment) {
+          continue;
+        }
+        if (o.offset + o.size == b.offset || b.offset + b.size == o.offset) {
+          b.offset = std::min(b.offset, o.offset);
+          b.size += o.size;
+          o.gone = true;
+          o.free = false;
+          merged = true;
+        }
+      }
+    }
+  }
+
+  Placement placement(std::size_t i) const {
+    return Placement{blocks_[i].segment, blocks_[i].offset, blocks_[i].size};
+  }
+  std::int64_t reserved_bytes() const { return reserved_; }
+  std::int64_t allocated_bytes() const { return allocated_; }
+  std::size_t cached_blocks() const {
+    std::size_t n = 0;
+    for (const Block& b : blocks_) {
+      n += b.free && !b.gone ? 1u : 0u;
+    }
+    return n;
+  }
+
+ private:
+  struct Block {
+    std::int32_t segment = 0;
+    std::int64_t offset = 0;
+    std::int64_t size = 0;
+    bool free = true;
+    bool gone = false;  // merged into a neighbour
+  };
+  struct Segment {
+    int stream = 0;
+    bool small = false;
+  };
+  std::vector<Block> blocks_;
+  std::vector<Segment> segments_;
+  std::int64_t reserved_ = 0;
+  std::int64_t allocated_ = 0;
+};
 
 TEST(CachingAllocatorTest, RoundsBlocksAndSizesSegmentsLikePyTorch) {
   EXPECT_EQ(CachingAllocator::round_size(1), 512);
@@ -103,6 +205,87 @@ TEST(CachingAllocatorTest, HandlesStayValidWhileBlockRecordsAreMergedAndReused) 
   a.release(u);
   EXPECT_EQ(a.cached_blocks(), 1u);
   EXPECT_EQ(a.allocated_bytes(), 0);
+}
+
+// Random alloc/free sequences from a few repeated sizes (as FSDP's buffers are), small and large,
+// on two streams: every allocation lands on the same segment and offset as in the reference, so
+// the pools keep best fit's order, tie-breaks, splits and merges exactly.
+TEST(CachingAllocatorTest, PlacesEveryBlockLikeAPlainBestFitScan) {
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937_64 rng(seed);
+    // A few sizes per run, so many cached blocks share one size and the tie-break decides.
+    std::vector<std::int64_t> sizes;
+    for (int k = 0; k < 2 + static_cast<int>(seed % 5); ++k) {
+      switch (rng() % 4) {
+        case 0:
+          sizes.push_back(static_cast<std::int64_t>(1 + rng() % (kMiB / 2)));
+          break;
+        case 1:
+          sizes.push_back(static_cast<std::int64_t>(kMiB + rng() % (9 * kMiB)));
+          break;
+        case 2:
+          sizes.push_back(static_cast<std::int64_t>(10 * kMiB + rng() % (60 * kMiB)));
+          break;
+        default:
+          sizes.push_back(static_cast<std::int64_t>(512 * (1 + rng() % 8)));
+          break;
+      }
+    }
+    CachingAllocator a;
+    ReferenceAllocator ref;
+    struct Live {
+      CachingAllocator::Handle handle;
+      std::size_t ref = 0;
+    };
+    std::vector<Live> live;
+    for (int step = 0; step < 3000; ++step) {
+      if (live.empty() || rng() % 100 < 55) {
+        const int stream = static_cast<int>(rng() % 2);
+        const std::int64_t bytes = sizes[rng() % sizes.size()];
+        const Live l{a.allocate(stream, bytes), ref.allocate(stream, bytes)};
+        ASSERT_EQ(a.placement(l.handle), ref.placement(l.ref))
+            << "seed " << seed << " step " << step << " bytes " << bytes;
+        live.push_back(l);
+      } else {
+        const std::size_t k = rng() % live.size();
+        a.release(live[k].handle);
+        ref.release(live[k].ref);
+        live[k] = live.back();
+        live.pop_back();
+      }
+      ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "seed " << seed << " step " << step;
+      ASSERT_EQ(a.allocated_bytes(), ref.allocated_bytes()) << "seed " << seed << " step " << step;
+      ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "seed " << seed << " step " << step;
+    }
+  }
+}
+
+// Many cached blocks of one size, freed in random order and taken again: the tie-break by
+// (segment, offset) decides every choice.
+TEST(CachingAllocatorTest, ChoosesAmongManyEqualBlocksLikeAPlainBestFitScan) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    std::mt19937_64 rng(seed);
+    CachingAllocator a;
+    ReferenceAllocator ref;
+    std::vector<std::pair<CachingAllocator::Handle, std::size_t>> live;
+    const std::int64_t bytes = seed % 2 == 0 ? 12 * kMiB : 256 * 1024;
+    for (int round = 0; round < 6; ++round) {
+      while (live.size() < 150) {
+        live.emplace_back(a.allocate(0, bytes), ref.allocate(0, bytes));
+        ASSERT_EQ(a.placement(live.back().first), ref.placement(live.back().second))
+            << "seed " << seed << " round " << round;
+      }
+      std::shuffle(live.begin(), live.end(), rng);
+      const std::size_t keep = rng() % 40;
+      while (live.size() > keep) {
+        a.release(live.back().first);
+        ref.release(live.back().second);
+        live.pop_back();
+      }
+      ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "seed " << seed << " round " << round;
+      ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "seed " << seed << " round " << round;
+    }
+  }
 }
 
 }  // namespace
