@@ -4,9 +4,11 @@
 # $NCCL_HOME, then the pip wheel nvidia-nccl-cu13), configures RelWithDebInfo with FSDP_CUDA=ON and
 # tests on (no sanitizers: ASan and the CUDA driver do not mix), builds fsdp_cuda_tests and
 # fsdpsim, runs the cases labelled gpu and cuda, then a short `fsdpsim train --backend cuda
-# --check` (in-process ranks on GPU 0, sharded vs the unsharded host reference) and prints a
-# summary. Fails on any failed case or train run, and on any skipped gpu case when nvidia-smi
-# sees a GPU (a skip there means the test did not test anything).
+# --check` (in-process ranks on GPU 0, sharded vs the unsharded host reference), one run started
+# without mpirun over a file store (2 processes with >= 2 GPUs, else 1) and prints a summary.
+# Fails on any failed case or train run, and on any case skipped for "no CUDA device" when
+# nvidia-smi sees a GPU (such a skip means the test did not test anything; skips with another
+# reason, e.g. a 2-GPU case on one GPU or a no-GPU case, are listed but allowed).
 #   usage: scripts/gpu-check.sh [build-dir]          (default build/gpu-check)
 #   FSDP_GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh DIR  runs DIR/bin/fsdp_cuda_tests without building
 set -uo pipefail
@@ -82,6 +84,30 @@ if [[ -x "$fsdpsim" ]]; then
     echo "exit $r"
     [[ $r -ne 0 ]] && train_rc=$r
   done
+  # Started without mpirun: one process per rank, meeting in a file store (NCCL ids through it).
+  # Two processes need two GPUs (NCCL 2.28 refuses two members on one GPU); else world 1.
+  store="file:$log/store"
+  if [[ "$gpus" -ge 2 ]]; then
+    echo "== fsdpsim train --backend cuda --mesh dp=2 --rank 0/1 --world-size 2 --store $store --check"
+    store_args=(train --backend cuda --mesh dp=2 --steps 3 --world-size 2 --store "$store" --check)
+    timeout 300 "$fsdpsim" "${store_args[@]}" --rank 1 >"$log/store-rank1.txt" 2>&1 &
+    pid1=$!
+    timeout 300 "$fsdpsim" "${store_args[@]}" --rank 0 2>&1 | tail -6
+    r0=${PIPESTATUS[0]}
+    wait "$pid1"
+    r1=$?
+    tail -3 "$log/store-rank1.txt"
+    echo "exit rank 0: $r0, rank 1: $r1"
+    [[ $r0 -ne 0 ]] && train_rc=$r0
+    [[ $r1 -ne 0 ]] && train_rc=$r1
+  else
+    echo "== fsdpsim train --backend cuda --mesh dp=1 --rank 0 --world-size 1 --store $store --check"
+    timeout 300 "$fsdpsim" train --backend cuda --mesh dp=1 --steps 3 --rank 0 --world-size 1 \
+      --store "$store" --check 2>&1 | tail -6
+    r=${PIPESTATUS[0]}
+    echo "exit $r"
+    [[ $r -ne 0 ]] && train_rc=$r
+  fi
 else
   echo "no $fsdpsim (FSDP_GPU_CHECK_PREBUILT without fsdpsim?)"
   train_rc=1
@@ -91,8 +117,11 @@ if [[ $rc -ne 0 || "$failed" != 0 || $train_rc -ne 0 ]]; then
   echo "gpu-check: FAILED"
   exit 1
 fi
-if [[ "$gpus" -gt 0 && "$skipped" != 0 ]]; then
-  echo "gpu-check: FAILED (gpu cases skipped although a GPU is visible)"
+# Skips that are meant (a no-GPU case on a GPU machine, a 2-GPU case on one GPU) say why; a skip
+# for "no CUDA device" while nvidia-smi sees one means a gpu case tested nothing.
+no_device="$(grep -c 'no CUDA device' "$log/tests.txt" || true)"
+if [[ "$gpus" -gt 0 && "$no_device" != 0 ]]; then
+  echo "gpu-check: FAILED ($no_device gpu cases skipped for 'no CUDA device' although a GPU is visible)"
   exit 1
 fi
 echo "gpu-check: OK"

@@ -76,6 +76,19 @@ Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t r
   return env;
 }
 
+Expected<exec::RankEnv> make_store_rank_env(const DeviceMesh& mesh, std::int64_t rank,
+                                            store::Store& store,
+                                            std::chrono::milliseconds timeout) {
+  FSDP_RETURN_IF_ERROR(check_cuda_usable());
+  const int ordinal = static_cast<int>(rank % cuda_device_count());
+  FSDP_TRY(std::unique_ptr<CudaDevice> device, CudaDevice::make(ordinal, str_cat("rank ", rank)));
+  exec::RankEnv env;
+  FSDP_TRY(env.comms,
+           make_nccl_communicators_store(mesh, rank, device.get(), store, timeout, NcclOptions{}));
+  env.device = std::move(device);
+  return env;
+}
+
 int cuda_device_count() {
   Expected<int> n = probe_cuda_devices();
   return n.has_value() ? *n : 0;

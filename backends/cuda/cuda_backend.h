@@ -4,6 +4,7 @@
 // without a GPU or driver: the probes return 0 and the factories return one-line errors.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "backends/exec/device.h"
 #include "backends/exec/trainer.h"
 #include "backends/model/decoder.h"
+#include "backends/store/store.h"
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
 
@@ -49,6 +51,13 @@ std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
 // a CudaDevice on GPU rank % count and NCCL communicators (make_nccl_communicators). Errors:
 // check_cuda_usable's; the device's; NCCL's.
 Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank);
+
+// A process started without mpirun as `rank` of `mesh` (the store path of `fsdpsim train`): a
+// CudaDevice on GPU rank % count and NCCL communicators whose unique ids travel through `store`
+// (each wait at most `timeout`; see make_nccl_communicators_store). Errors: check_cuda_usable's;
+// the device's; the store's; NCCL's.
+Expected<exec::RankEnv> make_store_rank_env(const DeviceMesh& mesh, std::int64_t rank,
+                                            store::Store& store, std::chrono::milliseconds timeout);
 
 // ncclGetVersion of the loaded NCCL library (e.g. 22809 for 2.28.9), 0 if it fails.
 int nccl_runtime_version();

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/store/rendezvous.h"
 #include "core/base/strings.h"
 
 namespace fsdp::cuda {
@@ -245,7 +246,7 @@ Status NcclCommunicator::all_reduce(StreamKind kind, DType dtype, void* buf, std
   return ok_status();
 }
 
-// --- MPI bootstrap -------------------------------------------------------------------------------
+// --- bootstrap (MPI or store) --------------------------------------------------------------------
 namespace {
 
 class NcclSet final : public exec::CommunicatorSet {
@@ -266,6 +267,89 @@ class NcclSet final : public exec::CommunicatorSet {
 
 }  // namespace
 
+Expected<std::vector<NcclGroup>> nccl_groups_of(const DeviceMesh& mesh, std::int64_t rank) {
+  FSDP_TRY(MeshCoordinate coord, mesh.coordinate(rank));
+  std::vector<NcclGroup> groups;
+  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+    NcclGroup g;
+    g.axis = a;
+    g.axis_name = mesh.axis_name(a);
+    for (std::int64_t b = 0; b < mesh.ndim(); ++b) {
+      if (b != a) {
+        g.index = g.index * mesh.axis_size(b) + coord.local_ranks[idx(b)];
+      }
+    }
+    std::vector<std::int64_t> first = coord.local_ranks;
+    first[idx(a)] = 0;
+    FSDP_TRY(g.first_rank, mesh.rank_of(first));
+    g.member = static_cast<int>(coord.local_ranks[idx(a)]);
+    g.size = static_cast<int>(mesh.axis_size(a));
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+Expected<NcclId> mpi_nccl_id_exchange(const NcclGroup& group, const Expected<NcclId>& mine) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(group.first_rank), group.member, &sub) !=
+      MPI_SUCCESS) {
+    return Error(ErrorCode::kUnavailable,
+                 str_cat("nccl bootstrap over MPI: MPI_Comm_split for mesh axis '", group.axis_name,
+                         "' failed"));
+  }
+  // Member 0 joins the broadcast even when it has no id, so its peers do not hang; they get zeros
+  // and fail in ncclCommInitRank, member 0 with its own error.
+  NcclId id = group.member == 0 && mine.has_value() ? *mine : NcclId{};
+  const int bcast = MPI_Bcast(id.bytes.data(), static_cast<int>(id.bytes.size()), MPI_BYTE, 0, sub);
+  MPI_Comm_free(&sub);
+  if (group.member == 0 && !mine.has_value()) {
+    return mine.error();
+  }
+  if (bcast != MPI_SUCCESS) {
+    return Error(ErrorCode::kUnavailable, str_cat("nccl bootstrap over MPI: MPI_Bcast of the "
+                                                  "unique id for mesh axis '",
+                                                  group.axis_name, "' failed"));
+  }
+  return id;
+}
+
+NcclIdExchange store_nccl_id_exchange(store::Store& store, std::chrono::milliseconds timeout) {
+  return [&store, timeout](const NcclGroup& group,
+                           const Expected<NcclId>& mine) -> Expected<NcclId> {
+    const std::string key = str_cat(group.axis_name, "/", group.index, "/nccl-id");
+    Expected<std::string> bytes = std::string();
+    if (group.member == 0) {
+      bytes = mine.has_value() ? std::string(mine->bytes.data(), mine->bytes.size())
+                               : Expected<std::string>(mine.error());
+    }
+    FSDP_TRY(std::string got,
+             store::share_from_first(store, key, group.member == 0, bytes, timeout));
+    NcclId id;
+    if (got.size() != id.bytes.size()) {
+      return Error(ErrorCode::kInternal,
+                   str_cat("nccl bootstrap over store ", store.name(), ": key '", key, "' holds ",
+                           got.size(), " bytes; expected ", id.bytes.size()));
+    }
+    std::memcpy(id.bytes.data(), got.data(), id.bytes.size());
+    return id;
+  };
+}
+
+Expected<std::unique_ptr<exec::CommunicatorSet>> bootstrap_nccl_communicators(
+    const DeviceMesh& mesh, std::int64_t rank, CudaDevice* device, const NcclIdExchange& exchange,
+    NcclOptions options) {
+  FSDP_TRY(std::vector<NcclGroup> groups, nccl_groups_of(mesh, rank));
+  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  for (const NcclGroup& g : groups) {
+    const Expected<NcclId> mine = g.member == 0 ? make_nccl_id() : Expected<NcclId>(NcclId{});
+    FSDP_TRY(NcclId id, exchange(g, mine));
+    FSDP_TRY(std::unique_ptr<NcclCommunicator> c,
+             NcclCommunicator::make(device, g.axis_name, g.size, g.member, id, options));
+    comms.push_back(std::move(c));
+  }
+  return std::unique_ptr<exec::CommunicatorSet>(std::make_unique<NcclSet>(std::move(comms)));
+}
+
 Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_mpi(
     const DeviceMesh& mesh, CudaDevice* device, NcclOptions options) {
   int initialised = 0;
@@ -282,43 +366,14 @@ Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_mpi(
                  str_cat("nccl bootstrap over MPI: ", world_size, " MPI ranks for a mesh of ",
                          mesh.size(), " ranks"));
   }
-  FSDP_TRY(MeshCoordinate coord, mesh.coordinate(world_rank));
-  std::vector<std::unique_ptr<NcclCommunicator>> comms;
-  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
-    std::vector<std::int64_t> first = coord.local_ranks;
-    first[idx(a)] = 0;
-    FSDP_TRY(std::int64_t color, mesh.rank_of(first));
-    const int key = static_cast<int>(coord.local_ranks[idx(a)]);
-    MPI_Comm sub = MPI_COMM_NULL;
-    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), key, &sub) != MPI_SUCCESS) {
-      return Error(ErrorCode::kUnavailable,
-                   str_cat("nccl bootstrap over MPI: MPI_Comm_split for mesh axis '",
-                           mesh.axis_name(a), "' failed"));
-    }
-    NcclId id;
-    Status made = ok_status();
-    if (key == 0) {
-      Expected<NcclId> fresh = make_nccl_id();
-      if (fresh.has_value()) {
-        id = *fresh;
-      } else {
-        made = fresh.error();  // still join the broadcast so peers do not hang; they get zeros
-      }
-    }
-    const int bcast = MPI_Bcast(id.bytes.data(), static_cast<int>(id.bytes.size()), MPI_BYTE, 0, sub);
-    MPI_Comm_free(&sub);
-    FSDP_RETURN_IF_ERROR(made);
-    if (bcast != MPI_SUCCESS) {
-      return Error(ErrorCode::kUnavailable, str_cat("nccl bootstrap over MPI: MPI_Bcast of the "
-                                                    "unique id for mesh axis '",
-                                                    mesh.axis_name(a), "' failed"));
-    }
-    FSDP_TRY(std::unique_ptr<NcclCommunicator> c,
-             NcclCommunicator::make(device, mesh.axis_name(a),
-                                    static_cast<int>(mesh.axis_size(a)), key, id, options));
-    comms.push_back(std::move(c));
-  }
-  return std::unique_ptr<exec::CommunicatorSet>(std::make_unique<NcclSet>(std::move(comms)));
+  return bootstrap_nccl_communicators(mesh, world_rank, device, mpi_nccl_id_exchange, options);
+}
+
+Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_store(
+    const DeviceMesh& mesh, std::int64_t rank, CudaDevice* device, store::Store& store,
+    std::chrono::milliseconds timeout, NcclOptions options) {
+  return bootstrap_nccl_communicators(mesh, rank, device, store_nccl_id_exchange(store, timeout),
+                                      options);
 }
 
 }  // namespace fsdp::cuda

@@ -12,18 +12,23 @@
 // * All-reduce: ncclAllReduce in place. Sums only; fp32, bf16 and fp16 reductions.
 // Staging memory is stream-ordered (cudaMallocAsync) and freed after the collective on its stream.
 // Errors carry ncclGetErrorString and ncclGetLastError. Bootstrap: a 128-byte unique id made by
-// one member and handed to the others (MPI_Bcast, or memory for ranks that are threads).
+// one member and handed to the others (MPI_Bcast, a Store for processes started without mpirun,
+// or memory for ranks that are threads); only that id exchange differs between the paths.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/exec/communicator.h"
+#include "backends/store/store.h"
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
 
@@ -91,11 +96,55 @@ class NcclCommunicator final : public exec::Communicator {
   std::unique_ptr<Comm> comm_;  // hides ncclComm_t
 };
 
-// This MPI process's communicators, one per mesh axis: MPI_Comm_split of MPI_COMM_WORLD by the
-// other axes' coordinates, ncclGetUniqueId on the axis's first member, MPI_Bcast of the id.
-// MPI must be initialised (cpu::MpiSession) and its world size must equal mesh.size()
-// (kInvalidArgument otherwise).
+// One mesh axis group of a rank: the ranks that share every other axis's coordinate.
+struct NcclGroup {
+  std::int64_t axis = 0;
+  std::string axis_name;
+  std::int64_t index = 0;       // dense over the axis's groups: the other axes' coordinates,
+                                // row-major (last axis fastest)
+  std::int64_t first_rank = 0;  // global rank of the group's member 0
+  int member = 0;               // this rank's index in the group (its NCCL rank)
+  int size = 1;
+  friend bool operator==(const NcclGroup&, const NcclGroup&) = default;
+};
+
+// The groups of `rank`, one per mesh axis in axis order. Error (kOutOfRange): rank outside
+// [0, mesh.size()).
+Expected<std::vector<NcclGroup>> nccl_groups_of(const DeviceMesh& mesh, std::int64_t rank);
+
+// Hands a group's unique id from its member 0 to every member. Member 0 passes the outcome of its
+// make_nccl_id(); the others pass a placeholder they must not use. When member 0's outcome is an
+// error, every member must get an error (never a hang). Each member calls it once per axis, in
+// axis order, as the bootstrap below does.
+using NcclIdExchange =
+    std::function<Expected<NcclId>(const NcclGroup& group, const Expected<NcclId>& mine)>;
+
+// The exchange over MPI: MPI_Comm_split of MPI_COMM_WORLD by first_rank, MPI_Bcast from member
+// 0. MPI must be initialised (cpu::MpiSession).
+Expected<NcclId> mpi_nccl_id_exchange(const NcclGroup& group, const Expected<NcclId>& mine);
+
+// The exchange over a store (store must outlive the function): member 0 sets
+// "<axis name>/<group index>/nccl-id", the others wait for it up to `timeout`
+// (store::share_from_first; member 0's error reaches them at once).
+NcclIdExchange store_nccl_id_exchange(store::Store& store, std::chrono::milliseconds timeout);
+
+// The communicators of mesh rank `rank`, one per axis: for each group of nccl_groups_of, member 0
+// makes a unique id, `exchange` hands it out, then NcclCommunicator::make. The one NCCL bootstrap
+// that the MPI and store paths share. Errors: the exchange's, NCCL's (prefixed with the axis).
+Expected<std::unique_ptr<exec::CommunicatorSet>> bootstrap_nccl_communicators(
+    const DeviceMesh& mesh, std::int64_t rank, CudaDevice* device, const NcclIdExchange& exchange,
+    NcclOptions options);
+
+// This MPI process's communicators: bootstrap_nccl_communicators with mpi_nccl_id_exchange for
+// the MPI world rank. MPI must be initialised (cpu::MpiSession) and its world size must equal
+// mesh.size() (kInvalidArgument otherwise).
 Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_mpi(
     const DeviceMesh& mesh, CudaDevice* device, NcclOptions options);
+
+// Member `rank` of a job started without mpirun: bootstrap_nccl_communicators with
+// store_nccl_id_exchange.
+Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_store(
+    const DeviceMesh& mesh, std::int64_t rank, CudaDevice* device, store::Store& store,
+    std::chrono::milliseconds timeout, NcclOptions options);
 
 }  // namespace fsdp::cuda
