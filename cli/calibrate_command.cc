@@ -6,16 +6,22 @@
 // docs/design/fidelity.md.
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "backends/cpu/calibration.h"
 #include "backends/cpu/mpi_comm.h"
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
+#include "cli/trace_reader.h"
 #include "cli/train_options.h"
 #include "core/base/strings.h"
+#include "core/hardware/calibration_fit.h"
 #include "core/hardware/hardware_json.h"
 #include "sim/engine/simulator.h"
 #include "sim/report/sim_report.h"
@@ -27,7 +33,8 @@ namespace {
 
 constexpr std::string_view kUsage =
     "calibrate --backend cpu --out FILE [train options]   (under mpirun for collectives)\n"
-    "         calibrate --predict FILE [train options]";
+    "         calibrate --predict FILE [train options]\n"
+    "         calibrate --fit TRACE... --base FILE --out FILE [train options]";
 
 constexpr std::string_view kDescription =
     "Measures this machine as `fsdpsim train --backend cpu` uses it and writes a hardware file\n"
@@ -38,11 +45,17 @@ constexpr std::string_view kDescription =
     "backend's all-gather, reduce-scatter and all-reduce time per message size on all ranks plus\n"
     "the slowdown of compute while collectives run. Every rank measures at once, as in training.\n"
     "Then prints the simulator's prediction for the configuration (step time, exposed\n"
-    "communication); --predict FILE skips measuring and predicts with FILE.\n\n"
+    "communication); --predict FILE skips measuring and predicts with FILE.\n"
+    "--fit TRACE... measures nothing either: it takes the measured traces of a real run of the\n"
+    "configuration (`fsdpsim train --trace 'run-{rank}.json'`, the steps after the first) and\n"
+    "writes --base's hardware with the rates of the run: FLOP/s per compute kind and each\n"
+    "collective's time per payload as they were in training, waits for slower peers included.\n\n"
     "examples:\n"
     "  mpirun -np 4 fsdpsim calibrate --backend cpu --mesh dp=4 --layers 4 --hidden 256 --out "
     "cpu.json\n"
     "  fsdpsim calibrate --predict cpu.json --mesh dp=4 --layers 4 --hidden 256 --prefetch none\n"
+    "  fsdpsim calibrate --fit run-0.json run-1.json run-2.json run-3.json --base cpu.json \\\n"
+    "      --out fitted.json --mesh dp=4 --layers 4 --hidden 256\n"
     "  fsdpsim simulate --hardware cpu.json ...";
 
 struct CalibrateArgs {
@@ -50,6 +63,8 @@ struct CalibrateArgs {
   std::string out;
   std::string predict;
   std::string trace;  // the prediction's Chrome trace
+  std::vector<std::string> fit;  // measured traces to fit to
+  std::string base;              // the hardware the fit starts from
   std::string name = "cpu";
   std::int64_t repeats = 3;
   std::int64_t iters = 5;
@@ -98,6 +113,19 @@ int print_prediction(const exec::TrainSpec& spec, const Hardware& hardware,
   return kExitOk;
 }
 
+// Writes `hardware` to --out, then prints the prediction with it.
+int write_and_predict(const exec::TrainSpec& spec, const Hardware& hardware,
+                      const CalibrateArgs& a, Io& io) {
+  std::ofstream out(a.out);
+  out << hardware_to_json_text(hardware) << "\n";
+  if (!out) {
+    return report_error(io, Error(ErrorCode::kUnavailable,
+                                  str_cat("--out: cannot write '", a.out, "'")));
+  }
+  io.out << "wrote " << a.out << "\n";
+  return print_prediction(spec, hardware, a.trace, io);
+}
+
 int calibrate(const exec::TrainSpec& spec, const CalibrateArgs& a, Io& io) {
   const cpu::MpiSession* session = nullptr;
   if (cpu::launched_by_mpi()) {
@@ -122,14 +150,102 @@ int calibrate(const exec::TrainSpec& spec, const CalibrateArgs& a, Io& io) {
   if (!root) {
     return kExitOk;
   }
-  std::ofstream out(a.out);
-  out << hardware_to_json_text(*hardware) << "\n";
-  if (!out) {
-    return report_error(io, Error(ErrorCode::kUnavailable,
-                                  str_cat("--out: cannot write '", a.out, "'")));
+  return write_and_predict(spec, *hardware, a, io);
+}
+
+// The op kind whose name is `name` ("forward", "all-gather", ...), or nullopt.
+std::optional<OpKind> op_kind_named(const std::string& name) {
+  for (int k = 0; k <= static_cast<int>(OpKind::kWait); ++k) {
+    if (to_string(static_cast<OpKind>(k)) == name) {
+      return static_cast<OpKind>(k);
+    }
   }
-  io.out << "wrote " << a.out << "\n";
-  return print_prediction(spec, *hardware, a.trace, io);
+  return std::nullopt;
+}
+
+// The timed ops of the traces at `paths`, the first step left out when there are several;
+// collectives' group sizes from `mesh` by axis name.
+Expected<std::vector<MeasuredOp>> measured_ops(const std::vector<std::string>& paths,
+                                               const DeviceMesh& mesh) {
+  std::vector<MeasuredOp> ops;
+  for (const std::string& path : paths) {
+    FSDP_TRY(Trace trace, read_trace(path));
+    const std::int64_t first = *trace.steps.begin();
+    const bool skip_first = trace.steps.size() > 1;
+    for (const auto& [key, t] : trace.ops) {
+      if (skip_first && std::get<1>(key) == first) {
+        continue;  // the first step warms up
+      }
+      const std::optional<OpKind> kind = op_kind_named(t.kind);
+      if (!kind) {
+        continue;
+      }
+      MeasuredOp op;
+      op.kind = *kind;
+      op.ns = static_cast<std::int64_t>(t.dur_us * 1e3 + 0.5);
+      if (is_collective(*kind)) {
+        const std::optional<std::int64_t> axis = mesh.axis_index(t.axis);
+        if (!axis) {
+          return Error(ErrorCode::kInvalidArgument,
+                       str_cat("'", path, "': ", t.name, " runs on mesh axis '", t.axis,
+                               "'; expected an axis of --mesh ", to_string(mesh)));
+        }
+        op.bytes = t.bytes;
+        op.group_ranks = mesh.axis_size(*axis);
+      } else {
+        op.flops = std::max<std::int64_t>(t.flops, 0);
+      }
+      ops.push_back(op);
+    }
+  }
+  return ops;
+}
+
+int fit(const exec::TrainSpec& spec, const CalibrateArgs& a, Io& io) {
+  auto setup = exec::prepare_training(spec);
+  if (!setup) {
+    return report_error(io, setup.error());
+  }
+  auto base = load_hardware_argument(a.base);
+  if (!base) {
+    return report_error(io, base.error());
+  }
+  auto ops = measured_ops(a.fit, setup->config.mesh());
+  if (!ops) {
+    return report_error(io, ops.error());
+  }
+  Calibration start;
+  if (base->calibration() != nullptr) {
+    start = *base->calibration();
+  } else {
+    start.ranks = setup->config.mesh().size();
+    start.copy_bytes_per_s = base->hbm_bytes_per_s();
+  }
+  auto fitted = fit_calibration(
+      start, *ops,
+      str_cat("fsdpsim calibrate --fit: ", a.fit.size(), " trace(s), ", ops->size(),
+              " measured ops; base ", a.base));
+  if (!fitted) {
+    return report_error(io, fitted.error().with_context("--fit"));
+  }
+  for (const ComputeRate& r : fitted->compute) {
+    io.out << "  " << to_string(r.kind) << ": " << r.flops_per_s / 1'000'000 << " MFLOP/s, "
+           << r.bytes_per_s / 1'000'000 << " MB/s\n";
+  }
+  for (const CollectiveCurve& c : fitted->collectives) {
+    io.out << "  " << to_string(c.kind) << " on " << c.ranks << " ranks: " << c.points.size()
+           << " payload(s), " << c.points.front().ns / 1000 << " us at " << c.points.front().bytes
+           << " B .. " << c.points.back().ns / 1000 << " us at " << c.points.back().bytes
+           << " B\n";
+  }
+  HardwareSpec hs = base->spec();
+  hs.name = a.name;
+  hs.calibration = std::move(*fitted);
+  auto hardware = Hardware::make(std::move(hs));
+  if (!hardware) {
+    return report_error(io, hardware.error());
+  }
+  return write_and_predict(spec, *hardware, a, io);
 }
 
 }  // namespace
@@ -144,6 +260,11 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
       ("predict", po::value(&a.predict),
        "measure nothing: print the simulator's prediction of the configuration with this "
        "hardware file")
+      ("fit", po::value(&a.fit)->multitoken(),
+       "measure nothing: fit the rates to these measured traces of the configuration (`fsdpsim "
+       "train --trace`, one per rank or one of all ranks); needs --base and --out")
+      ("base", po::value(&a.base),
+       "with --fit: the hardware file or preset whose other figures the fitted file keeps")
       ("trace", po::value(&a.trace),
        "write the prediction as a Chrome trace (for `fsdpsim compare` with a `train --trace`)")
       ("name", po::value(&a.name)->default_value(a.name), "the hardware's name in the file")
@@ -164,6 +285,9 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
   if (a.out.empty() == a.predict.empty()) {
     return report_usage_error(io, "calibrate", "expected exactly one of --out and --predict");
   }
+  if (a.fit.empty() != a.base.empty()) {
+    return report_usage_error(io, "calibrate", "--fit and --base go together");
+  }
   auto spec = make_train_spec(train);
   if (!spec) {
     return report_error(io, spec.error());
@@ -174,6 +298,9 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
       return report_error(io, hardware.error());
     }
     return print_prediction(*spec, *hardware, a.trace, io);
+  }
+  if (!a.fit.empty()) {
+    return fit(*spec, a, io);
   }
   return calibrate(*spec, a, io);
 }

@@ -13,16 +13,20 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/in_process_training.h"
 #include "backends/cpu/mpi_comm.h"
 #include "backends/exec/trainer.h"
+#include "backends/store/rendezvous.h"
 #include "cli/command.h"
+#include "cli/store_launch.h"
 #include "cli/subcommands.h"
 #include "cli/train_options.h"
 #include "core/base/strings.h"
+#include "core/mesh/device_mesh.h"
 #include "core/schedule/trace_events.h"
 
 #if defined(FSDP_HAS_CUDA)
@@ -46,11 +50,14 @@ constexpr std::string_view kDescription =
     "rank; without it the ranks run as threads of this process. Prints the loss of every step.\n"
     "--check compares losses and final weights with unsharded training (relative error <= 1e-5)\n"
     "and exits 1 on a mismatch. --backend cuda runs on GPUs (in-process ranks share GPU 0;\n"
-    "under mpirun NCCL, rank r on GPU r mod count).\n\n"
+    "under mpirun NCCL, rank r on GPU r mod count; without mpirun, --rank, --world-size and\n"
+    "--store start one process per rank, NCCL bootstrapped over a file or TCP store).\n\n"
     "examples:\n"
     "  fsdpsim train --mesh dp=4 --steps 20\n"
     "  mpirun -np 4 fsdpsim train --backend cpu --mesh dp=4 --steps 20 --check\n"
     "  fsdpsim train --backend cuda --mesh dp=2 --steps 5 --check\n"
+    "  fsdpsim train --backend cuda --mesh dp=2 --rank 0 --world-size 2 --store file:/tmp/r &\n"
+    "  fsdpsim train --backend cuda --mesh dp=2 --rank 1 --world-size 2 --store file:/tmp/r\n"
     "  fsdpsim train --mesh outer=2,inner=2 --strategy hfsdp --microbatches 4 --check";
 
 constexpr double kTolerance = 1e-5;
@@ -94,6 +101,19 @@ Status write_trace(const std::string& path, const exec::TrainSetup& setup,
   return ok_status();
 }
 
+// `--trace` under mpirun: rank 0 writes PATH, unless PATH holds "{rank}"; then every rank writes
+// PATH with its rank in place of each "{rank}" (one file per rank, e.g. for per-rank exposure).
+constexpr std::string_view kRankPlaceholder = "{rank}";
+
+std::string trace_path_of_rank(std::string path, std::int64_t rank) {
+  const std::string r = std::to_string(rank);
+  for (std::size_t at = path.find(kRankPlaceholder); at != std::string::npos;
+       at = path.find(kRankPlaceholder, at + r.size())) {
+    path.replace(at, kRankPlaceholder.size(), r);
+  }
+  return path;
+}
+
 std::string format_loss(std::int64_t step, double loss) {
   std::ostringstream os;
   os << "step " << (step + 1) << " loss " << std::fixed << std::setprecision(6) << loss;
@@ -101,8 +121,8 @@ std::string format_loss(std::int64_t step, double loss) {
 }
 
 // Compares one rank's result with the reference; prints the verdict when `print`.
-bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult& result,
-                             Io& io, bool print) {
+bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult& result, Io& io,
+                             bool print) {
   auto reference = exec::train_reference(spec);
   if (!reference) {
     io.err << "fsdpsim: error: unsharded reference: " << reference.error().message() << "\n";
@@ -114,9 +134,8 @@ bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult
   if (print || !ok) {
     (ok ? io.out : io.err) << (ok ? "" : "fsdpsim: error: ") << "check (rank " << result.rank
                            << "): losses max relative error " << loss_err
-                           << ", final weights max relative error " << weight_err
-                           << " (tolerance " << kTolerance << "): "
-                           << (ok ? "ok" : "MISMATCH") << "\n";
+                           << ", final weights max relative error " << weight_err << " (tolerance "
+                           << kTolerance << "): " << (ok ? "ok" : "MISMATCH") << "\n";
   }
   return ok;
 }
@@ -136,13 +155,40 @@ Expected<exec::RankEnv> mpi_rank_env(const std::string& backend, cpu::MpiSession
   return env;
 }
 
+// Trains this process's rank `rank` (under mpirun or started with a store): rank 0 prints the
+// losses, every rank checks against the reference when `check`, and the trace goes to rank 0's
+// file (or every rank's, with {rank}). An exit status.
+int train_one_rank(const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank,
+                   exec::RankEnv& env, bool check, const std::string& trace, Io& io) {
+  const bool root = rank == 0;
+  auto result = exec::train_rank(setup, spec, rank, *env.device, *env.comms,
+                                 [&](std::int64_t step, double loss) {
+                                   if (root) {
+                                     io.out << format_loss(step, loss) << std::endl;
+                                   }
+                                 });
+  if (!result) {
+    return report_error(io, result.error());
+  }
+  int status = kExitOk;
+  if (check && !check_against_reference(spec, *result, io, root)) {
+    status = kExitInvalidInput;
+  }
+  const bool every_rank = trace.find(kRankPlaceholder) != std::string::npos;
+  if (!trace.empty() && (root || every_rank)) {
+    if (Status s = write_trace(trace_path_of_rank(trace, rank), setup, {&*result}); !s.ok()) {
+      return report_error(io, s.error());
+    }
+  }
+  return status;
+}
+
 int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
             const std::string& trace, std::int64_t stall_rank, Io& io) {
   auto session = cpu::MpiSession::get();
   if (!session) {
     return report_error(io, session.error());
   }
-  const bool root = (*session)->rank() == 0;
   auto setup = exec::prepare_training(spec);
   if (!setup) {
     return report_error(io, setup.error());
@@ -155,30 +201,47 @@ int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
     // A rank that never joins: its peers' watchdogs must end the job within the timeout.
     std::this_thread::sleep_for(std::chrono::duration<double>(10.0 * spec.timeout_s));
   }
-  int status = kExitOk;
-  {
-    auto result = exec::train_rank(*setup, spec, (*session)->rank(), *env->device, *env->comms,
-                                   [&](std::int64_t step, double loss) {
-                                     if (root) {
-                                       io.out << format_loss(step, loss) << std::endl;
-                                     }
-                                   });
-    if (!result) {
-      return report_error(io, result.error());
-    }
-    if (check && !check_against_reference(spec, *result, io, root)) {
-      status = kExitInvalidInput;
-    }
-    if (root && !trace.empty()) {
-      if (Status s = write_trace(trace, *setup, {&*result}); !s.ok()) {
-        return report_error(io, s.error());
-      }
-    }
-  }
+  const int status = train_one_rank(*setup, spec, (*session)->rank(), *env, check, trace, io);
   env->device.reset();  // its stream workers may still be inside a collective
   env->comms.reset();
   return status;
 }
+
+#if defined(FSDP_HAS_CUDA)
+// A process started without mpirun (--rank/--world-size/--store): the ranks meet in the store
+// (a join barrier, so a rank that never starts is a timeout naming it rather than a hang in
+// ncclCommInitRank), NCCL's unique ids travel through it, and at the end rank 0 waits until
+// every rank is done with the store before clearing it (and, for tcp:, stopping to serve it).
+// Otherwise as run_mpi: rank 0 prints, every rank checks.
+int run_store(const StoreLaunch& launch, const exec::TrainSpec& spec, bool check,
+              const std::string& trace, Io& io) {
+  auto setup = exec::prepare_training(spec);
+  if (!setup) {
+    return report_error(io, setup.error());
+  }
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_s * 1000.0));
+  auto store = store::make_store(launch.spec, launch.rank, launch.world, timeout);
+  if (!store) {
+    return report_error(io, store.error());
+  }
+  if (Status s = store::store_barrier(**store, "join", launch.rank, launch.world, timeout);
+      !s.ok()) {
+    return report_error(io, s.error());
+  }
+  auto env = cuda::make_store_rank_env(setup->config.mesh(), launch.rank, **store, timeout);
+  if (!env) {
+    return report_error(io, env.error());
+  }
+  const int status = train_one_rank(*setup, spec, launch.rank, *env, check, trace, io);
+  env->device.reset();
+  env->comms.reset();
+  if (Status s = store::finish_rendezvous(**store, launch.rank, launch.world, timeout); !s.ok()) {
+    return report_error(io, s.error());
+  }
+  return status;
+}
+#endif
 
 int run_in_process(const std::string& backend, const exec::TrainSpec& spec, bool check,
                    const std::string& trace, Io& io) {
@@ -206,12 +269,20 @@ int run_in_process(const std::string& backend, const exec::TrainSpec& spec, bool
     results.push_back(std::move(*o));
   }
   if (!trace.empty()) {
-    std::vector<const exec::RankResult*> ranks;
-    for (const exec::RankResult& r : results) {
-      ranks.push_back(&r);
-    }
-    if (Status s = write_trace(trace, *setup, ranks); !s.ok()) {
-      return report_error(io, s.error());
+    if (trace.find(kRankPlaceholder) != std::string::npos) {
+      for (const exec::RankResult& r : results) {
+        if (Status s = write_trace(trace_path_of_rank(trace, r.rank), *setup, {&r}); !s.ok()) {
+          return report_error(io, s.error());
+        }
+      }
+    } else {
+      std::vector<const exec::RankResult*> ranks;
+      for (const exec::RankResult& r : results) {
+        ranks.push_back(&r);
+      }
+      if (Status s = write_trace(trace, *setup, ranks); !s.ok()) {
+        return report_error(io, s.error());
+      }
     }
   }
   int status = kExitOk;
@@ -231,22 +302,35 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   po::options_description desc("options");
   TrainArgs a;
   TrainOptions train;
+  // clang-format off
   desc.add_options()
       ("backend", po::value(&a.backend)->default_value("cpu"),
        "cpu | cuda (cuda: GPUs; needs a binary built with CUDA)");
+  // clang-format on
   add_train_options(desc, &train);
+  StoreLaunchArgs store_args;
+  add_store_launch_options(desc, &store_args);
+  // clang-format off
   desc.add_options()
       ("steps", po::value(&train.spec.steps)->default_value(20), "optimizer steps")
       ("check", po::bool_switch(&a.check),
        "compare with unsharded training; exit 1 on a mismatch")
       ("trace", po::value(&a.trace),
        "write the measured timeline as Chrome-trace JSON (the simulator's op names; under mpirun "
-       "rank 0's)")
+       "rank 0's; every rank's own file when PATH contains {rank})")
       ("inject-stall-rank", po::value(&a.stall_rank)->default_value(-1),
        "testing: under mpirun this rank never joins the first collective");
+  // clang-format on
   po::variables_map vm;
   if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
+  }
+  // Rank, world size and store (flags or FSDP_* variables) are checked before any GPU probe.
+  Expected<DeviceMesh> mesh = parse_device_mesh(train.spec.mesh);
+  auto launch =
+      resolve_store_launch(store_args, a.backend, mesh ? mesh->size() : 0, cpu::launched_by_mpi());
+  if (!launch) {
+    return report_usage_error(io, "train", launch.error().message());
   }
 #if defined(FSDP_HAS_CUDA)
   if (a.backend == "cuda") {
@@ -256,9 +340,10 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   }
 #else
   if (a.backend == "cuda") {
-    return report_error(io, Error(ErrorCode::kUnavailable,
-                                  "--backend cuda: the CUDA backend is not built in this binary "
-                                  "(configure with -DFSDP_CUDA=ON on a machine with nvcc and NCCL)"));
+    return report_error(io,
+                        Error(ErrorCode::kUnavailable,
+                              "--backend cuda: the CUDA backend is not built in this binary "
+                              "(configure with -DFSDP_CUDA=ON on a machine with nvcc and NCCL)"));
   }
 #endif
   if (a.backend != "cpu" && a.backend != "cuda") {
@@ -269,6 +354,11 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   if (!full) {
     return report_error(io, full.error());
   }
+#if defined(FSDP_HAS_CUDA)
+  if (*launch) {
+    return run_store(**launch, *full, a.check, a.trace, io);
+  }
+#endif
   return cpu::launched_by_mpi() ? run_mpi(a.backend, *full, a.check, a.trace, a.stall_rank, io)
                                 : run_in_process(a.backend, *full, a.check, a.trace, io);
 }

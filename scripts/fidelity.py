@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers of scripts/fidelity.sh (standard library only).
 
-  fidelity.py measure TRACE.json        -> "step_ms exposed_ms steps" of rank 0's measured trace
+  fidelity.py measure TRACE.json...     -> "step_ms exposed_ms steps ranks": per-rank medians over
+                                           the steps after the first, averaged over the ranks
   fidelity.py plot TABLE.csv OUT.svg    -> predicted-vs-measured SVG scatter
   fidelity.py table TABLE.csv           -> the table with relative errors and verdicts
 
-Measured step time: per step, the last op end minus the first op start (every stream), median
-over the steps after the first (warm-up). Exposed communication: per step, the union of the
-collective intervals minus the union of the compute intervals (what the simulator reports as
-exposed_communication), median over the same steps.
+Measured step time: per rank and step, the last op end minus the first op start (every stream),
+median over the steps after the first (warm-up), mean over the ranks. Exposed communication: per
+rank and step, the union of the collective intervals minus the union of the compute intervals
+(what the simulator reports as exposed_communication), median over the same steps, mean over the
+ranks.
 """
 import csv
 import json
@@ -53,27 +55,38 @@ def minus(a, b):
     return total
 
 
-def measure(path):
-    with open(path) as f:
-        doc = json.load(f)
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    steps = {}
-    for ev in events:
-        if ev.get("ph") != "X" or ev.get("pid") != 0:
-            continue
-        step = ev.get("args", {}).get("step")
-        if step is None:
-            continue
-        kind = ev["name"].split(" ")[0]
-        steps.setdefault(step, []).append((kind, ev["ts"], ev["ts"] + ev["dur"]))
-    times, exposed = [], []
-    for step in sorted(steps)[1:] or sorted(steps):
-        ops = steps[step]
-        times.append(max(e for _, _, e in ops) - min(s for _, s, _ in ops))
-        comm = union([(s, e) for k, s, e in ops if k in COLLECTIVES])
-        comp = union([(s, e) for k, s, e in ops if k in COMPUTE])
-        exposed.append(minus(comm, comp))
-    return statistics.median(times) / 1e3, statistics.median(exposed) / 1e3, len(times)
+def measure(paths):
+    """Per rank: the median over the steps after the first of the step time and the exposed
+    communication; returned as the mean over the ranks found in `paths` (one trace of all ranks,
+    or one file per rank from `fsdpsim train --trace 'run-{rank}.json'`)."""
+    steps = {}  # (rank, step) -> [(kind, start, end)]
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        for ev in events:
+            if ev.get("ph") != "X":
+                continue
+            step = ev.get("args", {}).get("step")
+            if step is None:
+                continue
+            kind = ev["name"].split(" ")[0]
+            steps.setdefault((ev.get("pid"), step), []).append((kind, ev["ts"], ev["ts"] + ev["dur"]))
+    ranks = sorted({rank for rank, _ in steps})
+    step_ms, exposed_ms, counted = [], [], 0
+    for rank in ranks:
+        mine = sorted(step for r, step in steps if r == rank)
+        times, exposed = [], []
+        for step in mine[1:] or mine:
+            ops = steps[(rank, step)]
+            times.append(max(e for _, _, e in ops) - min(s for _, s, _ in ops))
+            comm = union([(s, e) for k, s, e in ops if k in COLLECTIVES])
+            comp = union([(s, e) for k, s, e in ops if k in COMPUTE])
+            exposed.append(minus(comm, comp))
+        step_ms.append(statistics.median(times) / 1e3)
+        exposed_ms.append(statistics.median(exposed) / 1e3)
+        counted = len(times)
+    return statistics.mean(step_ms), statistics.mean(exposed_ms), counted, len(ranks)
 
 
 def rows(path):
@@ -81,36 +94,43 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def errors(r):
-    ms, ps = float(r["measured_step_ms"]), float(r["predicted_step_ms"])
-    me, pe = float(r["measured_exposed_ms"]), float(r["predicted_exposed_ms"])
+def errors(r, which="predicted"):
+    ms, ps = float(r["measured_step_ms"]), float(r[f"{which}_step_ms"])
+    me, pe = float(r["measured_exposed_ms"]), float(r[f"{which}_exposed_ms"])
     step_err = (ps - ms) / ms
     tol = max(0.25 * me, 0.02 * ms)
     return step_err, pe - me, tol
 
 
 def table(path):
-    print(f"{'config':34} {'meas ms':>9} {'pred ms':>9} {'err':>7}  "
-          f"{'exp meas':>8} {'exp pred':>8} {'tol':>6}  verdict")
-    ok_all = 0
     data = rows(path)
-    for r in data:
-        step_err, exp_err, tol = errors(r)
-        ok = abs(step_err) <= 0.15 and abs(exp_err) <= tol
-        ok_all += ok
-        print(f"{r['config']:34} {float(r['measured_step_ms']):9.1f} "
-              f"{float(r['predicted_step_ms']):9.1f} {100 * step_err:+6.1f}%  "
-              f"{float(r['measured_exposed_ms']):8.1f} {float(r['predicted_exposed_ms']):8.1f} "
-              f"{tol:6.1f}  {'ok' if ok else 'MISS'}")
-    print(f"{ok_all} of {len(data)} configurations within 15% (step) and "
-          f"max(25%, 2% of step) (exposed communication)")
+    kinds = [("predicted", "measured alone (cpu.json)")]
+    if data and data[0].get("fitted_step_ms"):
+        kinds.append(("fitted", "fitted to one run (cpu-fitted.json)"))
+    for which, title in kinds:
+        print(f"== {title}")
+        print(f"{'config':34} {'meas ms':>9} {'pred ms':>9} {'err':>7}  "
+              f"{'exp meas':>8} {'exp pred':>8} {'tol':>6}  step  exposed")
+        steps_ok = exposed_ok = 0
+        for r in data:
+            step_err, exp_err, tol = errors(r, which)
+            s_ok, e_ok = abs(step_err) <= 0.15, abs(exp_err) <= tol
+            steps_ok += s_ok
+            exposed_ok += e_ok
+            print(f"{r['config']:34} {float(r['measured_step_ms']):9.1f} "
+                  f"{float(r[which + '_step_ms']):9.1f} {100 * step_err:+6.1f}%  "
+                  f"{float(r['measured_exposed_ms']):8.1f} {float(r[which + '_exposed_ms']):8.1f} "
+                  f"{tol:6.1f}  {'ok  ' if s_ok else 'MISS'}  {'ok' if e_ok else 'MISS'}")
+        print(f"{steps_ok} of {len(data)} step times within 15%; {exposed_ok} of {len(data)} "
+              f"exposed communication within max(25%, 2% of step)\n")
 
 
 def plot(path, out):
     data = rows(path)
     pts = [(float(r["measured_step_ms"]), float(r["predicted_step_ms"]), r["config"]) for r in data]
+    pts_hi = [float(r.get("fitted_step_ms") or 0) for r in data]
     exp = [(float(r["measured_exposed_ms"]), float(r["predicted_exposed_ms"])) for r in data]
-    hi = max([max(m, p) for m, p, _ in pts] + [1.0]) * 1.1
+    hi = max([max(m, p) for m, p, _ in pts] + pts_hi + [1.0]) * 1.1
     w, h, pad = 520, 520, 60
     sx = lambda v: pad + (w - 2 * pad) * v / hi
     sy = lambda v: h - pad - (h - 2 * pad) * v / hi
@@ -138,20 +158,32 @@ def plot(path, out):
     for m, p in exp:
         svg.append(f'<rect x="{sx(m) - 3:.1f}" y="{sy(p) - 3:.1f}" width="6" height="6" '
                    f'fill="#d62728"/>')
+    fitted = [r for r in data if r.get("fitted_step_ms")]
+    for r in fitted:
+        for key, color in (("step", "#2ca02c"), ("exposed", "#ff7f0e")):
+            m, p = float(r[f"measured_{key}_ms"]), float(r[f"fitted_{key}_ms"])
+            svg.append(f'<path d="M{sx(m):.1f},{sy(p) - 5:.1f} l4.5,8 h-9 z" fill="{color}">'
+                       f'<title>{r["config"]} (fitted): {key} measured {m:.1f}, predicted '
+                       f'{p:.1f}</title></path>')
     svg.append(f'<circle cx="{pad + 12}" cy="{pad + 6}" r="4" fill="#1f77b4"/>'
                f'<text x="{pad + 22}" y="{pad + 10}">step time</text>')
     svg.append(f'<rect x="{pad + 9}" y="{pad + 19}" width="6" height="6" fill="#d62728"/>'
                f'<text x="{pad + 22}" y="{pad + 26}">exposed communication</text>')
     svg.append(f'<text x="{pad + 22}" y="{pad + 42}" fill="#5580b0">band: +-15%</text>')
+    if fitted:
+        svg.append(f'<path d="M{pad + 12},{pad + 49} l4.5,8 h-9 z" fill="#2ca02c"/>'
+                   f'<text x="{pad + 22}" y="{pad + 58}">step time, fitted file</text>')
+        svg.append(f'<path d="M{pad + 12},{pad + 65} l4.5,8 h-9 z" fill="#ff7f0e"/>'
+                   f'<text x="{pad + 22}" y="{pad + 74}">exposed communication, fitted file</text>')
     svg.append("</svg>")
     with open(out, "w") as f:
         f.write("\n".join(svg) + "\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "measure":
-        step_ms, exposed_ms, n = measure(sys.argv[2])
-        print(f"{step_ms:.3f} {exposed_ms:.3f} {n}")
+    if len(sys.argv) >= 3 and sys.argv[1] == "measure":
+        step_ms, exposed_ms, n, ranks = measure(sys.argv[2:])
+        print(f"{step_ms:.3f} {exposed_ms:.3f} {n} {ranks}")
     elif len(sys.argv) == 4 and sys.argv[1] == "plot":
         plot(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "table":

@@ -33,6 +33,15 @@ echo "== [$(elapsed)] calibrating (4 ranks at once)"
 "${mpirun[@]}" "$fsdpsim" calibrate --backend cpu "${model[@]}" --repeats 3 --iters 5 \
   --out "$out/cpu.json" | tee "$out/calibrate.log"
 
+# The second hardware file: cpu.json with the rates of one real run (padded, no prefetch, one
+# microbatch; the steps after the first), as `fsdpsim calibrate --fit` takes them from its traces.
+echo "== [$(elapsed)] fitting to one run (padded/prefetch=0/mb=1)"
+fit_config=("${model[@]}" --shard-layout padded --prefetch none --microbatches 1)
+"${mpirun[@]}" "$fsdpsim" train "${fit_config[@]}" --steps "$steps" \
+  --trace "$out/fit-run-r{rank}.json" > "$out/train.log"
+"$fsdpsim" calibrate "${fit_config[@]}" --fit "$out"/fit-run-r*.json --base "$out/cpu.json" \
+  --name cpu-fitted --out "$out/cpu-fitted.json" | tee "$out/fit.log"
+
 layouts=(padded unpadded tensor-atomic)
 prefetches=(0 1 2)
 microbatches=(1 4)
@@ -41,7 +50,7 @@ if [[ -n "${QUICK:-}" ]]; then
   prefetches=(0 1)
 fi
 csv="$out/fidelity.csv"
-echo "config,layout,prefetch,microbatches,measured_step_ms,predicted_step_ms,measured_exposed_ms,predicted_exposed_ms,steps" > "$csv"
+echo "config,layout,prefetch,microbatches,measured_step_ms,predicted_step_ms,measured_exposed_ms,predicted_exposed_ms,steps,fitted_step_ms,fitted_exposed_ms" > "$csv"
 for layout in "${layouts[@]}"; do
   case "$layout" in
     padded) layout_flags=(--shard-layout padded) ;;
@@ -52,17 +61,22 @@ for layout in "${layouts[@]}"; do
     if [[ "$prefetch" == 0 ]]; then pf=none; else pf="next($prefetch)"; fi
     for mb in "${microbatches[@]}"; do
       name="$layout/prefetch=$prefetch/mb=$mb"
-      file="$out/trace-$layout-p$prefetch-mb$mb.json"
+      base="$out/trace-$layout-p$prefetch-mb$mb"
+      file="$base-r{rank}.json"  # every rank writes its own trace
       config=("${model[@]}" "${layout_flags[@]}" --prefetch "$pf" --microbatches "$mb")
       echo "== [$(elapsed)] $name"
       "${mpirun[@]}" "$fsdpsim" train "${config[@]}" --steps "$steps" --trace "$file" \
         > "$out/train.log"
-      read -r m_step m_exposed n < <(python3 scripts/fidelity.py measure "$file")
+      read -r m_step m_exposed n _ < <(python3 scripts/fidelity.py measure "$base"-r*.json)
       pred=$("$fsdpsim" calibrate --predict "$out/cpu.json" "${config[@]}")
       p_step=$(awk '$2 == "step_time_ms" {print $3}' <<< "$pred")
       p_exposed=$(awk '$2 == "exposed_communication_ms" {print $3}' <<< "$pred")
-      echo "   measured $m_step ms (exposed $m_exposed), predicted $p_step ms (exposed $p_exposed)"
-      echo "$name,$layout,$prefetch,$mb,$m_step,$p_step,$m_exposed,$p_exposed,$n" >> "$csv"
+      pred=$("$fsdpsim" calibrate --predict "$out/cpu-fitted.json" "${config[@]}")
+      f_step=$(awk '$2 == "step_time_ms" {print $3}' <<< "$pred")
+      f_exposed=$(awk '$2 == "exposed_communication_ms" {print $3}' <<< "$pred")
+      echo "   measured $m_step ms (exposed $m_exposed), predicted $p_step ms (exposed" \
+        "$p_exposed), fitted $f_step ms (exposed $f_exposed)"
+      echo "$name,$layout,$prefetch,$mb,$m_step,$p_step,$m_exposed,$p_exposed,$n,$f_step,$f_exposed" >> "$csv"
     done
   done
 done

@@ -3,16 +3,20 @@
 // file it writes is a valid hardware file with measured figures in range, `simulate` and
 // `calibrate --predict` accept it, and bad arguments get one-line errors. No timing asserts.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "cli/subcommands.h"
 #include "core/hardware/hardware_json.h"
+#include "core/hardware/hardware_presets.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace fsdp::cli {
@@ -115,6 +119,65 @@ TEST_F(CalibrateCommandTest, SimulateReadsTheFile) {
   EXPECT_NE(r.out.find("step time"), std::string::npos) << r.out;
 }
 
+// --fit: a real in-process run of the tiny configuration traced per rank, fitted onto a preset.
+TEST(CalibrateFitTest, FitsRatesAndCurvesToAMeasuredRun) {
+  const std::string dir =
+      ::testing::TempDir() + "/fsdpsim_calibrate_fit." + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  // kTiny without its last two words, "--repeats 1" (train has no --repeats).
+  const std::vector<std::string> config(kTiny.begin(), kTiny.end() - 2);
+  const auto t = run_command(run_train_command,
+                             with(config, {"--steps", "2", "--trace", dir + "/run-{rank}.json"}));
+  ASSERT_EQ(t.code, 0) << t.err;
+  const std::string out = dir + "/fitted.json";
+  const auto fit_args = [&](const std::vector<std::string>& more) { return with(config, more); };
+  const auto r = run_command(run_calibrate_command,
+                             fit_args({"--fit", dir + "/run-0.json", dir + "/run-1.json", "--base",
+                                       "h100", "--out", out, "--name", "fitted"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("predicted step_time_ms "), std::string::npos) << r.out;
+  const auto hw = parse_hardware_json(read(out), out);
+  ASSERT_TRUE(hw.has_value()) << hw.error().message();
+  EXPECT_EQ(hw->name(), "fitted");
+  EXPECT_EQ(hw->peak_bf16_flops(), find_hardware_preset("h100")->peak_bf16_flops());
+  const Calibration* c = hw->calibration();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->compute_slowdown_permille, 1000);
+  for (const OpKind kind : {OpKind::kForward, OpKind::kBackward, OpKind::kOptimizerStep}) {
+    const ComputeRate* rate = find_compute_rate(*c, kind);
+    ASSERT_NE(rate, nullptr) << to_string(kind);
+    EXPECT_GT(rate->flops_per_s, 0) << to_string(kind);
+    EXPECT_EQ(rate->bytes_per_s, 0) << to_string(kind);
+  }
+  // dp=2: both collectives measured on groups of 2, one point per distinct payload of the run.
+  const CollectiveCurve* ag = find_collective_curve(*c, OpKind::kAllGather, 2);
+  const CollectiveCurve* rs = find_collective_curve(*c, OpKind::kReduceScatter, 2);
+  ASSERT_NE(ag, nullptr);
+  ASSERT_NE(rs, nullptr);
+  std::set<std::int64_t> payloads;
+  const auto run0 = nlohmann::json::parse(read(dir + "/run-0.json"));
+  for (const auto& ev : run0["traceEvents"]) {
+    if (ev.value("ph", "") == "X" && ev["name"].get<std::string>().rfind("all-gather", 0) == 0) {
+      payloads.insert(ev["args"]["bytes"].get<std::int64_t>());
+    }
+  }
+  std::set<std::int64_t> points;
+  for (const CollectivePoint& p : ag->points) {
+    points.insert(p.bytes);
+  }
+  EXPECT_EQ(points, payloads);
+  // The traces name axis 'dp': a mesh without it is an error naming the axis.
+  const auto bad = run_command(
+      run_calibrate_command,
+      {"--mesh", "x=2", "--layers", "1", "--hidden", "8", "--ffn", "16", "--vocab", "16",
+       "--seq-len", "4", "--fit", dir + "/run-0.json", "--base", "h100", "--out", out});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("runs on mesh axis 'dp'; expected an axis of --mesh x=2"),
+            std::string::npos)
+      << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CalibrateCommandErrorsTest, BadArgumentsGetOneLineErrors) {
   auto r = run_command(run_calibrate_command, {"--backend", "cuda", "--out", "x.json"});
   EXPECT_EQ(r.code, 2);
@@ -136,6 +199,13 @@ TEST(CalibrateCommandErrorsTest, BadArgumentsGetOneLineErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--prefetch"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run_command(run_calibrate_command, {"--fit", "run-0.json", "--out", "x.json"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--fit and --base go together"), std::string::npos) << r.err;
+  r = run_command(run_calibrate_command,
+                  {"--fit", "missing-trace.json", "--base", "h100", "--out", "x.json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing-trace.json"), std::string::npos) << r.err;
 }
 
 }  // namespace

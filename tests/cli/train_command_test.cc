@@ -3,8 +3,15 @@
 // line and exit 1, never a crash; an unknown backend is a usage error. A short CPU run prints
 // every step's loss and passes --check.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/subcommands.h"
 #include "tests/cli/cli_test_util.h"
@@ -50,6 +57,42 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
   EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+}
+
+// The ranks named in a trace file's "X" events.
+std::set<int> ranks_in_trace(const std::string& path) {
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::set<int> ranks;
+  if (doc.is_object() && doc.contains("traceEvents")) {
+    for (const auto& ev : doc["traceEvents"]) {
+      if (ev.value("ph", "") == "X") {
+        ranks.insert(ev.value("pid", -1));
+      }
+    }
+  }
+  return ranks;
+}
+
+TEST(TrainCommandTest, TraceWithRankPlaceholderWritesOneFilePerRank) {
+  const std::string dir = ::testing::TempDir() + "/fsdp_train_trace_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> tiny = {"--backend", "cpu", "--mesh",    "dp=2", "--steps", "1",
+                                         "--layers",  "1",   "--hidden",  "8",    "--ffn",   "16",
+                                         "--vocab",   "16",  "--seq-len", "4"};
+  auto args = tiny;
+  args.insert(args.end(), {"--trace", dir + "/r{rank}-of-{rank}.json"});
+  auto r = run_command(run_train_command, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ranks_in_trace(dir + "/r0-of-0.json"), std::set<int>{0});
+  EXPECT_EQ(ranks_in_trace(dir + "/r1-of-1.json"), std::set<int>{1});
+  EXPECT_FALSE(std::filesystem::exists(dir + "/r{rank}-of-{rank}.json"));
+  args = tiny;
+  args.insert(args.end(), {"--trace", dir + "/all.json"});
+  r = run_command(run_train_command, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ranks_in_trace(dir + "/all.json"), (std::set<int>{0, 1}));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
