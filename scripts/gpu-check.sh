@@ -8,7 +8,8 @@
 # without mpirun over a file store (2 processes with >= 2 GPUs, else 1) and prints a summary.
 # Fails on any failed case or train run, and on any case skipped for "no CUDA device" when
 # nvidia-smi sees a GPU (such a skip means the test did not test anything; skips with another
-# reason, e.g. a 2-GPU case on one GPU or a no-GPU case, are listed but allowed).
+# reason, e.g. a 2-GPU case on one GPU or a no-GPU case, are listed but allowed). Then, for
+# information, the CPU backend's timing fidelity with a core per rank (QUICK=1 fidelity.sh).
 #   usage: scripts/gpu-check.sh [build-dir]          (default build/gpu-check)
 #   FSDP_GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh DIR  runs DIR/bin/fsdp_cuda_tests without building
 set -uo pipefail
@@ -111,6 +112,16 @@ if [[ -x "$fsdpsim" ]]; then
 else
   echo "no $fsdpsim (FSDP_GPU_CHECK_PREBUILT without fsdpsim?)"
   train_rc=1
+fi
+
+# The lent machine has many cores: the CPU backend's timing fidelity (docs/design/fidelity.md) can
+# be checked there with a core per rank, which a 2-core machine cannot. Informative only (its
+# verdicts do not change this script's exit status); FSDP_GPU_CHECK_FIDELITY=0 skips it.
+if [[ "${FSDP_GPU_CHECK_FIDELITY:-1}" != 0 && -x "$fsdpsim" ]] && command -v mpirun >/dev/null &&
+   command -v python3 >/dev/null; then
+  echo "== QUICK=1 scripts/fidelity.sh ($(nproc) cores)"
+  BUILD="$build" QUICK=1 timeout 240 scripts/fidelity.sh "$log/fidelity" 2>&1 | tail -24 ||
+    echo "fidelity: did not finish"
 fi
 
 if [[ $rc -ne 0 || "$failed" != 0 || $train_rc -ne 0 ]]; then
