@@ -7,6 +7,7 @@
 #include "core/base/check.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
+#include "core/layout/internal/huge_page_allocator.h"
 #include "core/layout/internal/radix_sort.h"
 #include "core/layout/internal/row_alignment.h"
 #include "core/layout/internal/successor_set.h"
@@ -76,6 +77,9 @@ Expected<RowAtomicInputs> check_row_atomic_inputs(std::span<const Shape> shapes,
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 static_assert(internal::SuccessorSet::kNone == kNone);
+
+// The builder's large temporaries: huge-page-backed where THP allows (layouts.md §3.6).
+using internal::HugePageVector;
 
 // Leftmost index whose value is <= a threshold, over a fixed array of values that only ever become
 // kInactive (T's maximum; every active value and every threshold must be below it). Level 0 holds
@@ -170,7 +174,7 @@ class BucketMinTree {
     return mask == 0 ? kBucket : static_cast<std::size_t>(std::countr_zero(mask));
   }
 
-  std::vector<std::vector<Bucket>> levels_;  // levels_[0]: the values
+  std::vector<HugePageVector<Bucket>> levels_;  // levels_[0]: the values
 };
 
 // The first index whose value is <= a threshold, over n values that do not increase with the
@@ -192,8 +196,8 @@ class NonIncreasingSearch {
   // Builds the upper levels once every value is set.
   void build() {
     while (levels_.back().size() > 1) {
-      std::vector<Block> above((levels_.back().size() + kFan - 1) / kFan);  // zeros
-      const std::vector<Block>& below = levels_.back();
+      HugePageVector<Block> above((levels_.back().size() + kFan - 1) / kFan);  // zeros
+      const HugePageVector<Block>& below = levels_.back();
       for (std::size_t b = 0; b < below.size(); ++b) {
         above[b / kFan].v[b % kFan] = below[b].v[0];
       }
@@ -234,7 +238,7 @@ class NonIncreasingSearch {
   }
 
   std::size_t size_ = 0;
-  std::vector<std::vector<Block>> levels_;  // levels_[0]: the values
+  std::vector<HugePageVector<Block>> levels_;  // levels_[0]: the values
 };
 
 Error overflow_error(std::string_view what) {
@@ -247,8 +251,8 @@ Error overflow_error(std::string_view what) {
 // of the last placement ("next" after the tail).
 struct PaddedPlacement {
   std::vector<std::int64_t> offsets;
-  std::vector<std::int64_t> numel_of;
-  std::vector<std::uint32_t> start_order;
+  HugePageVector<std::int64_t> numel_of;
+  HugePageVector<std::uint32_t> start_order;
   std::int64_t end = 0;
 };
 
@@ -319,14 +323,14 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
   // carries each fragment's index f among the fragments, and f finds its id and alignment.
   // One pass over the shapes fills all of these, so each list is reserved for n entries: only the
   // pages written are ever touched.
-  std::vector<std::int64_t>& numel_of = out.numel_of;  // by id, for GlobalLayout's check
+  HugePageVector<std::int64_t>& numel_of = out.numel_of;  // by id, for GlobalLayout's check
   numel_of.reserve(n);
-  std::vector<RegularRecord<Idx>> regulars;
+  HugePageVector<RegularRecord<Idx>> regulars;
   regulars.reserve(n);
-  std::vector<FragmentIdAlign<Idx, Val>> frag_by_f;
+  HugePageVector<FragmentIdAlign<Idx, Val>> frag_by_f;
   frag_by_f.reserve(n);
-  std::vector<std::uint64_t> packed_keys;     // key << 32 | f, when kPackedKeys
-  std::vector<internal::KeyIndex> key_pairs;  // (key, f) otherwise
+  HugePageVector<std::uint64_t> packed_keys;     // key << 32 | f, when kPackedKeys
+  HugePageVector<internal::KeyIndex> key_pairs;  // (key, f) otherwise
   if constexpr (kPackedKeys) {
     packed_keys.reserve(n);
   } else {
@@ -363,7 +367,7 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
       return key_pairs[p];
     }
   };
-  std::vector<FragmentRecord<Idx, Val>> frags;
+  HugePageVector<FragmentRecord<Idx, Val>> frags;
   frags.reserve(num_frags);
   NonIncreasingSearch<Val> by_numel(num_frags);  // the first position with numel <= a threshold
   constexpr std::size_t kPrefetchAhead = 16;     // the gathers below are independent misses
@@ -423,7 +427,7 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
     }
   }
   by_numel.build();
-  std::vector<std::uint64_t> placed((num_frags + 63) / 64, 0);  // bit p: fragment p is placed
+  HugePageVector<std::uint64_t> placed((num_frags + 63) / 64, 0);  // bit p: fragment p is placed
 
   // Conjugate candidates: numel % chunk of each unused regular (inactive when 0 or used).
   const std::size_t num_regs = regulars.size();

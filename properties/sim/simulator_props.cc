@@ -2,9 +2,9 @@
 // Properties of the simulator over random small models, meshes and policies (the generators of
 // the schedule properties): a stream never runs two ops at once; memory never goes negative,
 // reserved never falls below allocated, and every class returns to its resident level after the
-// step; the same input gives the same Chrome trace byte for byte; more prefetch never lowers peak
-// memory; a faster link never makes a step slower; and the step without overlap is the sum of
-// the op times along one class's program.
+// step; the same input gives the same Chrome trace byte for byte; more prefetch never lowers the
+// high-water mark of gathered weights; a faster link never makes a step slower; and the step
+// without overlap is the sum of the op times along one class's program.
 #include "core/hardware/hardware_presets.h"
 #include "core/schedule/schedule_builder.h"
 #include "properties/gen/gen_fsdp_config.h"
@@ -104,7 +104,13 @@ RC_GTEST_PROP(SimulatorProps, TheSameInputGivesTheSameTraceByteForByte, ()) {
   RC_ASSERT(*a == *b);
 }
 
-RC_GTEST_PROP(SimulatorProps, MorePrefetchNeverLowersPeakMemory, ()) {
+// Deeper prefetch gathers more units ahead, so the high-water mark of gathered (unsharded)
+// weights never falls. The total peak may: with two streams, a later allocation on the
+// all-gather stream can land after a large free on the compute stream (shrunk counter-example:
+// hfsdp dp_outer=1,dp_inner=2, units [], [3], [1], [], [1], prefetch 1 -> 2: total peak 1196 ->
+// 1192 B because the backward all-gather of u1 ran after the activations were freed), which is
+// timing, not a schedule property.
+RC_GTEST_PROP(SimulatorProps, MorePrefetchNeverLowersTheGatheredWeightsHighWater, ()) {
   const gen::ModelSpec mspec = *gen::model_spec();
   gen::ConfigSpec spec = *gen::config_spec();
   spec.max_inflight = 0;
@@ -127,7 +133,8 @@ RC_GTEST_PROP(SimulatorProps, MorePrefetchNeverLowersPeakMemory, ()) {
     RC_ASSERT(r.has_value());
     std::int64_t peak = 0;
     for (const sim::ClassResult& cr : r->classes) {
-      peak = std::max(peak, cr.memory.peak_bytes);
+      peak = std::max(peak, cr.memory.high_water_by_class[static_cast<std::size_t>(
+                                BufferClass::kUnshardedWeights)]);
     }
     RC_ASSERT(peak >= previous);
     previous = peak;

@@ -124,7 +124,8 @@ class Simulator {
   void on_flow_done(std::int32_t f);
   void finish_collective(std::int32_t f);
   void on_op_done(std::uint32_t g);
-  void apply_memory(std::int32_t cls, std::size_t pos);
+  // The error for the alloc/free at `pos` that finds its buffer in the wrong state (cold path).
+  [[gnu::noinline, gnu::cold]] Error memory_error(std::int32_t cls, std::size_t pos) const;
   void fail(Error error) {
     if (!error_) {
       error_ = std::move(error);
@@ -469,95 +470,105 @@ std::string Simulator::describe_op(std::int32_t cls, std::int32_t op_index) cons
   return text + ")";
 }
 
-void Simulator::apply_memory(std::int32_t cls, std::size_t pos) {
+Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
   const Step& step = steps_[pos];
-  const std::size_t c = static_cast<std::size_t>(cls);
-  LiveBuffer& buffer = buffers_[static_cast<std::size_t>(buffer_base_[c] + step.arg)];
-  std::int64_t delta = 0;
-  const std::size_t bc = step.buffer_class;
   if (step.kind == OpKind::kAlloc) {
-    if (buffer.bytes >= 0) {
-      fail(Error(ErrorCode::kFailedPrecondition,
+    return Error(ErrorCode::kFailedPrecondition,
                  str_cat("class ", cls, " allocates buffer ", step.arg, " twice, at op ",
-                         describe_op(cls, step_op_[pos]))));
-      return;
-    }
-    // The free op names the buffer class too, so only the size is remembered.
-    buffer.bytes = step.value;
-    buffer.block = allocator_[c].allocate(static_cast<int>(step.stream), step.value);
-    delta = step.value;
-  } else {
-    if (buffer.bytes < 0) {
-      fail(Error(ErrorCode::kFailedPrecondition,
-                 str_cat("class ", cls, " frees buffer ", step.arg,
-                         " that is not allocated, at op ", describe_op(cls, step_op_[pos]))));
-      return;
-    }
-    delta = -buffer.bytes;
-    buffer.bytes = -1;
-    allocator_[c].release(buffer.block);
+                         describe_op(cls, step_op_[pos])));
   }
-  mem_by_class_[c][bc] += delta;
-  mem_total_[c] += delta;
-  MemoryResult& m = memory_[c];
-  m.high_water_by_class[bc] = std::max(m.high_water_by_class[bc], mem_by_class_[c][bc]);
-  if (options_.record_ops) {
-    op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, delta});
-  }
-  if (mem_total_[c] > m.peak_bytes) {
-    m.peak_bytes = mem_total_[c];
-    m.peak_by_class = mem_by_class_[c];
-    m.peak_time = now_;
-    m.peak_op = step_op_[pos];
-  }
-  // When the resident buffers alone overflow, fits is already false and no op is blamed.
-  if (mem_total_[c] > m.capacity_bytes && m.fits) {
-    m.fits = false;
-    m.first_overflow_op = step_op_[pos];
-    m.first_overflow_time = now_;
-  }
-  const std::int64_t reserved = allocator_[c].reserved_bytes();
-  if (reserved > m.peak_reserved_bytes) {
-    m.peak_reserved_bytes = reserved;
-    if (reserved > m.capacity_bytes && m.reserved_fits) {
-      m.reserved_fits = false;
-      m.first_reserved_overflow_op = step_op_[pos];
-    }
-  }
-  if (options_.record_trace) {
-    memory_trace_.push_back(MemorySample{cls, now_, mem_total_[c]});
-  }
+  return Error(ErrorCode::kFailedPrecondition,
+               str_cat("class ", cls, " frees buffer ", step.arg, " that is not allocated, at op ",
+                       describe_op(cls, step_op_[pos])));
 }
 
 void Simulator::advance(std::uint32_t g) {
+  if (error_) [[unlikely]] {
+    return;
+  }
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
   const std::size_t end = static_cast<std::size_t>(list_end_[list_of(g)]);
+  // Everything the loop touches is loaded once here: none of these vectors is resized while a
+  // stream advances, but the allocator calls would otherwise force a reload on every op.
+  const Step* const steps = steps_.data();
   char* const recorded = recorded_.data() + event_base_[c];
+  LiveBuffer* const buffers = buffers_.data() + buffer_base_[c];
+  std::array<std::int64_t, kNumBufferClasses>& by_class = mem_by_class_[c];
+  std::int64_t& total = mem_total_[c];
+  MemoryResult& m = memory_[c];
+  CachingAllocator& allocator = allocator_[c];
+  const bool record_ops = options_.record_ops;
+  const bool record_trace = options_.record_trace;
   // The cursor lives in a local while instant ops run, and is stored before anything that reads
   // it (collectives read every member's cursor).
-  if (error_) {
-    return;
-  }
   std::size_t pos = static_cast<std::size_t>(cursor_[g]);
   // A stream walks its list forward but sparsely in time, so its next lines are usually out of
   // cache by the time it returns: fetch them now, while this call's ops run.
-  __builtin_prefetch(steps_.data() + pos + 4);
-  __builtin_prefetch(steps_.data() + pos + 8);
+  __builtin_prefetch(steps + pos + 4);
+  __builtin_prefetch(steps + pos + 8);
   for (; pos < end; ++pos) {
-    const Step& step = steps_[pos];
+    const Step& step = steps[pos];
     switch (step.kind) {
       case OpKind::kAlloc:
-      case OpKind::kFree:
-        apply_memory(cls, pos);
-        if (error_) {
-          cursor_[g] = static_cast<std::int64_t>(pos);
-          return;
+      case OpKind::kFree: {
+        LiveBuffer& buffer = buffers[step.arg];
+        std::int64_t delta = 0;
+        if (step.kind == OpKind::kAlloc) {
+          if (buffer.bytes >= 0) [[unlikely]] {
+            fail(memory_error(cls, pos));
+            cursor_[g] = static_cast<std::int64_t>(pos);
+            return;
+          }
+          // The free op names the buffer class too, so only the size is remembered.
+          buffer.bytes = step.value;
+          buffer.block = allocator.allocate(static_cast<int>(step.stream), step.value);
+          delta = step.value;
+        } else {
+          if (buffer.bytes < 0) [[unlikely]] {
+            fail(memory_error(cls, pos));
+            cursor_[g] = static_cast<std::int64_t>(pos);
+            return;
+          }
+          delta = -buffer.bytes;
+          buffer.bytes = -1;
+          allocator.release(buffer.block);
+        }
+        const std::size_t bc = step.buffer_class;
+        by_class[bc] += delta;
+        total += delta;
+        m.high_water_by_class[bc] = std::max(m.high_water_by_class[bc], by_class[bc]);
+        if (record_ops) {
+          op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, delta});
+        }
+        if (total > m.peak_bytes) {
+          m.peak_bytes = total;
+          m.peak_by_class = by_class;
+          m.peak_time = now_;
+          m.peak_op = step_op_[pos];
+        }
+        // When the resident buffers alone overflow, fits is already false and no op is blamed.
+        if (total > m.capacity_bytes && m.fits) {
+          m.fits = false;
+          m.first_overflow_op = step_op_[pos];
+          m.first_overflow_time = now_;
+        }
+        const std::int64_t reserved = allocator.reserved_bytes();
+        if (reserved > m.peak_reserved_bytes) {
+          m.peak_reserved_bytes = reserved;
+          if (reserved > m.capacity_bytes && m.reserved_fits) {
+            m.reserved_fits = false;
+            m.first_reserved_overflow_op = step_op_[pos];
+          }
+        }
+        if (record_trace) {
+          memory_trace_.push_back(MemorySample{cls, now_, total});
         }
         break;
+      }
       case OpKind::kRecord: {
         recorded[step.arg] = 1;
-        if (options_.record_ops) {
+        if (record_ops) {
           op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
         for (std::uint32_t s = 0; s < kNumStreams; ++s) {
@@ -577,7 +588,7 @@ void Simulator::advance(std::uint32_t g) {
           blocked_event_[g] = step.arg;
           return;
         }
-        if (options_.record_ops) {
+        if (record_ops) {
           op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
         break;
@@ -892,13 +903,37 @@ SimResult Simulator::finish() {
       return std::pair(a.stream, a.axis) < std::pair(b.stream, b.axis);
     });
     // Union of all communication, then the part of it outside compute.
-    std::vector<Interval> all;
-    all.reserve(comm.size());
+    // A stream runs its collectives one at a time, so each stream's intervals are in start order
+    // in `comm`: bucket them by stream and merge the buckets (linear, no sort). The union does
+    // not depend on how equal starts are ordered.
+    std::array<std::size_t, kNumStreams + 1> bucket{};
     for (const CommInterval& iv : comm) {
-      all.push_back(Interval{iv.start, iv.end});
+      ++bucket[static_cast<std::size_t>(iv.stream) + 1];
     }
-    std::stable_sort(all.begin(), all.end(),
-                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    for (std::size_t s = 0; s < kNumStreams; ++s) {
+      bucket[s + 1] += bucket[s];
+    }
+    std::vector<Interval> by_stream(comm.size());
+    std::array<std::size_t, kNumStreams> next{};
+    std::copy_n(bucket.begin(), kNumStreams, next.begin());
+    for (const CommInterval& iv : comm) {
+      by_stream[next[static_cast<std::size_t>(iv.stream)]++] = Interval{iv.start, iv.end};
+    }
+    std::copy_n(bucket.begin(), kNumStreams, next.begin());
+    std::vector<Interval> all(comm.size());
+    for (Interval& out : all) {
+      std::size_t pick = kNumStreams;
+      for (std::size_t s = 0; s < kNumStreams; ++s) {
+        if (next[s] < bucket[s + 1] &&
+            (pick == kNumStreams || by_stream[next[s]].start < by_stream[next[pick]].start)) {
+          pick = s;
+        }
+      }
+      out = by_stream[next[pick]++];
+    }
+    FSDP_DCHECK(std::is_sorted(all.begin(), all.end(), [](const Interval& a, const Interval& b) {
+      return a.start < b.start;
+    }));
     std::size_t h = 0;
     std::size_t j = 0;
     while (j < all.size()) {

@@ -6,7 +6,11 @@
 
 namespace fsdp::internal {
 
-void stable_radix_sort(std::vector<KeyIndex>& items) {
+namespace {
+
+// Vec is std::vector or HugePageVector: the scratch has the items' type, as the passes swap them.
+template <typename Vec>
+void stable_radix_sort_impl(Vec& items) {
   constexpr int kBits = 11;
   constexpr std::size_t kBuckets = std::size_t{1} << kBits;
   constexpr std::uint64_t kMask = kBuckets - 1;
@@ -23,7 +27,7 @@ void stable_radix_sort(std::vector<KeyIndex>& items) {
   for (const KeyIndex& it : items) {
     max_key = std::max(max_key, it.key);
   }
-  std::vector<KeyIndex> scratch(items.size());
+  Vec scratch(items.size());
   std::array<std::size_t, kBuckets> count{};
   for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += kBits) {
     count.fill(0);
@@ -43,7 +47,8 @@ void stable_radix_sort(std::vector<KeyIndex>& items) {
   }
 }
 
-void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift) {
+template <typename Vec>
+void stable_radix_sort_by_high_bits_impl(Vec& items, int shift) {
   constexpr int kBits = 11;
   constexpr std::size_t kBuckets = std::size_t{1} << kBits;
   constexpr std::uint64_t kMask = kBuckets - 1;
@@ -60,7 +65,7 @@ void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift
   for (const std::uint64_t it : items) {
     max_key = std::max(max_key, it >> shift);
   }
-  std::vector<std::uint64_t> scratch(items.size());
+  Vec scratch(items.size());
   std::array<std::size_t, kBuckets> count{};
   for (int digit = 0; digit < 64 - shift && (max_key >> digit) != 0; digit += kBits) {
     const int at = shift + digit;
@@ -79,6 +84,22 @@ void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift
     }
     items.swap(scratch);
   }
+}
+
+}  // namespace
+
+void stable_radix_sort(std::vector<KeyIndex>& items) {
+  stable_radix_sort_impl(items);
+}
+void stable_radix_sort(HugePageVector<KeyIndex>& items) {
+  stable_radix_sort_impl(items);
+}
+
+void stable_radix_sort_by_high_bits(std::vector<std::uint64_t>& items, int shift) {
+  stable_radix_sort_by_high_bits_impl(items, shift);
+}
+void stable_radix_sort_by_high_bits(HugePageVector<std::uint64_t>& items, int shift) {
+  stable_radix_sort_by_high_bits_impl(items, shift);
 }
 
 }  // namespace fsdp::internal

@@ -212,6 +212,17 @@ TEST(SimulatorTest, RejectsFreeingAnUnallocatedBuffer) {
   EXPECT_NE(r.error().message().find("not allocated"), std::string::npos);
 }
 
+TEST(SimulatorTest, RejectsAllocatingABufferTwice) {
+  const Schedule s = single_class(
+      "dp=1", program_of({memory_op(OpKind::kAlloc, StreamKind::kCompute, 0, 100),
+                          memory_op(OpKind::kAlloc, StreamKind::kCompute, 0, 100)},
+                         0, 1));
+  const auto r = simulate(s, round_hardware());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("allocates buffer 0 twice, at op 1"), std::string::npos)
+      << r.error().message();
+}
+
 // --- built schedules ---------------------------------------------------------------------------
 
 using testing::build;
