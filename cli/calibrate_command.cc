@@ -288,6 +288,9 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
   if (a.fit.empty() != a.base.empty()) {
     return report_usage_error(io, "calibrate", "--fit and --base go together");
   }
+  if (!a.fit.empty() && !a.predict.empty()) {
+    return report_usage_error(io, "calibrate", "--fit writes --out; it does not go with --predict");
+  }
   auto spec = make_train_spec(train);
   if (!spec) {
     return report_error(io, spec.error());

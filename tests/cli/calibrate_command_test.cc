@@ -203,6 +203,11 @@ TEST(CalibrateCommandErrorsTest, BadArgumentsGetOneLineErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--fit and --base go together"), std::string::npos) << r.err;
   r = run_command(run_calibrate_command,
+                  {"--fit", "run-0.json", "--base", "h100", "--predict", "h100"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--fit writes --out; it does not go with --predict"), std::string::npos)
+      << r.err;
+  r = run_command(run_calibrate_command,
                   {"--fit", "missing-trace.json", "--base", "h100", "--out", "x.json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("missing-trace.json"), std::string::npos) << r.err;
