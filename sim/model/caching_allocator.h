@@ -67,14 +67,17 @@ class CachingAllocator {
  private:
   enum class BlockState : std::uint8_t { kFree, kLive, kRecycled };
   // The blocks of a segment form a doubly linked list by offset that covers the segment.
+  // A block keeps its address and pool so that caching and uncaching it read no segment record.
   struct Block {
-    std::int64_t offset = 0;
+    std::int64_t address = 0;  // segment base + offset in the segment
     std::int64_t size = 0;
     std::int32_t segment = 0;
     std::int32_t prev = -1;  // block records, -1 at the segment's ends
     std::int32_t next = -1;
     BlockState state = BlockState::kFree;
+    std::uint8_t pool = 0;  // index into pools_: stream * 2 + small
   };
+  static_assert(sizeof(Block) == 32);
   struct Segment {
     // Where the segment starts if all segments lay end to end in creation order, so that the
     // (segment, offset) order of blocks is the order of their addresses, base + offset.
@@ -100,13 +103,6 @@ class CachingAllocator {
   // exceed kMaxClasses.
   using Pool = std::vector<SizeClass>;
   static constexpr std::size_t kMaxClasses = 32;
-  Pool& pool_of(std::int32_t segment) {
-    const Segment& s = segments_[static_cast<std::size_t>(segment)];
-    return pools_[static_cast<std::size_t>(s.stream * 2 + (s.small ? 1 : 0))];
-  }
-  std::int64_t address_of(const Block& block) const {
-    return segments_[static_cast<std::size_t>(block.segment)].base + block.offset;
-  }
   // The first class of `pool` whose size is >= `size`.
   static Pool::iterator first_class(Pool& pool, std::int64_t size);
   std::int32_t new_block(const Block& block);
