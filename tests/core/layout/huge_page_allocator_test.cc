@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // internal::HugePageAllocator: blocks are usable and aligned (64 bytes when small, 2 MiB from
-// 2 MiB up), zero-size requests work, and std::vector runs on it across the size boundary.
+// 2 MiB up), zero-size requests work, std::vector runs on it across the size boundary, and released
+// large blocks are cached per thread for the next request of the same rounded size, within bounds.
 #include "core/layout/internal/huge_page_allocator.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace fsdp::internal {
 namespace {
@@ -89,6 +92,69 @@ TEST(HugePageAllocatorTest, InstancesCompareEqualAcrossTypes) {
   EXPECT_TRUE(HugePageAllocator<int>() == HugePageAllocator<double>());
   const HugePageAllocator<char> rebound{HugePageAllocator<int>()};
   EXPECT_TRUE(rebound == HugePageAllocator<char>());
+}
+
+TEST(HugePageAllocatorTest, AReleasedLargeBlockServesTheNextRequestOfItsRoundedSize) {
+  release_huge_page_cache();
+  const std::size_t bytes = 3 * kHugePageSize + 4096;  // rounds to 4 huge pages
+  void* p = huge_page_allocate(bytes);
+  std::memset(p, 0x11, bytes);
+  huge_page_deallocate(p, bytes);
+  EXPECT_EQ(huge_page_cache_bytes(), 4 * kHugePageSize);
+  // Another rounded size is not served from it.
+  void* other = huge_page_allocate(2 * kHugePageSize);
+  EXPECT_NE(other, p);
+  EXPECT_EQ(huge_page_cache_bytes(), 4 * kHugePageSize);
+  void* q = huge_page_allocate(4 * kHugePageSize - 1);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(huge_page_cache_bytes(), 0U);
+  std::memset(q, 0x22, 4 * kHugePageSize - 1);  // the whole rounded block is usable
+  huge_page_deallocate(q, 4 * kHugePageSize - 1);
+  huge_page_deallocate(other, 2 * kHugePageSize);
+  EXPECT_EQ(huge_page_cache_bytes(), 6 * kHugePageSize);
+  release_huge_page_cache();
+  EXPECT_EQ(huge_page_cache_bytes(), 0U);
+}
+
+TEST(HugePageAllocatorTest, TheCacheKeepsAtMost32BlocksAndItsByteLimit) {
+  release_huge_page_cache();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) {
+    blocks.push_back(huge_page_allocate(kHugePageSize));
+  }
+  for (void* p : blocks) {
+    huge_page_deallocate(p, kHugePageSize);
+  }
+  EXPECT_EQ(huge_page_cache_bytes(), 32 * kHugePageSize);
+  release_huge_page_cache();
+  // A block above the byte limit is never kept.
+  const std::size_t huge = kHugePageCacheBytes + kHugePageSize;
+  void* big = huge_page_allocate(huge);
+  huge_page_deallocate(big, huge);
+  EXPECT_EQ(huge_page_cache_bytes(), 0U);
+}
+
+TEST(HugePageAllocatorTest, EachThreadHasItsOwnCache) {
+  // A thread caches once it has made a large allocation.
+  huge_page_deallocate(huge_page_allocate(kHugePageSize), kHugePageSize);
+  release_huge_page_cache();
+  std::size_t in_thread = 0;
+  std::thread worker([&in_thread] {
+    void* p = huge_page_allocate(kHugePageSize);
+    huge_page_deallocate(p, kHugePageSize);
+    in_thread = huge_page_cache_bytes();
+    // The thread exits with a block cached: its exit frees it (LeakSanitizer checks in CI).
+  });
+  worker.join();
+  EXPECT_EQ(in_thread, kHugePageSize);
+  EXPECT_EQ(huge_page_cache_bytes(), 0U);
+  // A block allocated on one thread may be released on another.
+  void* p = nullptr;
+  std::thread allocator([&p] { p = huge_page_allocate(kHugePageSize); });
+  allocator.join();
+  huge_page_deallocate(p, kHugePageSize);
+  EXPECT_EQ(huge_page_cache_bytes(), kHugePageSize);
+  release_huge_page_cache();
 }
 
 }  // namespace
