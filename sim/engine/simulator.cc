@@ -181,6 +181,7 @@ class Simulator {
   // Per class.
   std::vector<std::int64_t> event_base_, buffer_base_;
   std::vector<std::int32_t> comm_active_;
+  std::vector<std::int32_t> event_waiters_;  // streams blocked on an event
   std::vector<std::int32_t> link_load_;  // [class * 2 + link]: transferring flows
   // Per stream g = c * kNumStreams + s.
   std::vector<std::int64_t> cursor_;
@@ -419,6 +420,7 @@ void Simulator::reset() {
   work_since_.assign(ns, SimTime());
   work_slow_.assign(ns, 0);
   comm_active_.assign(nc, 0);
+  event_waiters_.assign(nc, 0);
   link_load_.assign(nc * 2, 0);
   pending_count_.assign(classes_.types.size() * kNumStreams, 0);
   pending_k_.assign(classes_.types.size() * kNumStreams, -1);
@@ -571,11 +573,13 @@ void Simulator::advance(std::uint32_t g) {
         if (record_ops) {
           op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
-        for (std::uint32_t s = 0; s < kNumStreams; ++s) {
+        // Most records find no stream of their class waiting.
+        for (std::uint32_t s = 0; s < kNumStreams && event_waiters_[c] != 0; ++s) {
           const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) + s;
           if (state_[other] == StreamState::kBlockedEvent && blocked_event_[other] == step.arg) {
             state_[other] = StreamState::kReady;
             blocked_event_[other] = -1;
+            --event_waiters_[c];
             queue_.push(now_, EventKind::kStreamReady, other, generation_[other]);
           }
         }
@@ -586,6 +590,7 @@ void Simulator::advance(std::uint32_t g) {
           cursor_[g] = static_cast<std::int64_t>(pos);
           state_[g] = StreamState::kBlockedEvent;
           blocked_event_[g] = step.arg;
+          ++event_waiters_[c];
           return;
         }
         if (record_ops) {
@@ -855,6 +860,11 @@ SimResult Simulator::finish() {
   result.events = events_;
   result.baseline_step_time = SimTime();
   std::vector<CollectiveKindStat> kinds;
+  // Collective axes were checked against the mesh in prepare().
+  const std::size_t ndim = static_cast<std::size_t>(schedule_.mesh().ndim());
+  constexpr std::size_t kNumOpKinds = static_cast<std::size_t>(OpKind::kWait) + 1;
+  std::vector<std::int32_t> comm_slot(kNumStreams * ndim);       // per class
+  std::vector<std::int32_t> kind_slots(kNumOpKinds * ndim, -1);  // over all classes
   for (std::size_t c = 0; c < static_cast<std::size_t>(num_classes_); ++c) {
     ClassResult cr;
     cr.representative_rank = classes_.representative[c];
@@ -872,32 +882,33 @@ SimResult Simulator::finish() {
       cr.compute += iv.end - iv.start;
     }
     auto& comm = comm_intervals_[c];
-    // Per (stream, axis): intervals of one stream are sorted and disjoint.
+    // Per (stream, axis): intervals of one stream are sorted and disjoint. The stat of a
+    // (stream, axis) and of a (kind, axis) is found through a table indexed by both (-1: none).
     std::array<std::size_t, kNumStreams> hint{};
+    std::fill(comm_slot.begin(), comm_slot.end(), -1);
     for (const CommInterval& iv : comm) {
       const std::size_t s = static_cast<std::size_t>(iv.stream);
       const CollStep& coll = colls_[static_cast<std::size_t>(iv.coll)];
-      auto it = std::find_if(cr.comm.begin(), cr.comm.end(), [&](const CommStat& st) {
-        return st.stream == iv.stream && st.axis == coll.axis;
-      });
-      if (it == cr.comm.end()) {
+      const std::size_t axis = static_cast<std::size_t>(coll.axis);
+      std::int32_t& slot = comm_slot[s * ndim + axis];
+      if (slot < 0) {
+        slot = static_cast<std::int32_t>(cr.comm.size());
         cr.comm.push_back(CommStat{iv.stream, coll.axis, 0, SimDuration(), SimDuration()});
-        it = cr.comm.end() - 1;
       }
-      ++it->count;
-      it->busy += iv.end - iv.start;
+      CommStat& stat = cr.comm[static_cast<std::size_t>(slot)];
+      ++stat.count;
+      stat.busy += iv.end - iv.start;
       // Intervals of different streams interleave in `comm`, so keep one hint per stream.
-      it->exposed += (iv.end - iv.start) - overlap(comp, iv.start, iv.end, hint[s]);
-      auto kt = std::find_if(kinds.begin(), kinds.end(), [&](const CollectiveKindStat& k) {
-        return k.kind == iv.kind && k.axis == coll.axis;
-      });
-      if (kt == kinds.end()) {
+      stat.exposed += (iv.end - iv.start) - overlap(comp, iv.start, iv.end, hint[s]);
+      std::int32_t& kind_slot = kind_slots[static_cast<std::size_t>(iv.kind) * ndim + axis];
+      if (kind_slot < 0) {
+        kind_slot = static_cast<std::int32_t>(kinds.size());
         kinds.push_back(CollectiveKindStat{iv.kind, coll.axis, 0, 0.0, SimDuration()});
-        kt = kinds.end() - 1;
       }
-      ++kt->count;
-      kt->bus_bytes += coll.bus_bytes;
-      kt->time += iv.end - iv.start;
+      CollectiveKindStat& kind = kinds[static_cast<std::size_t>(kind_slot)];
+      ++kind.count;
+      kind.bus_bytes += coll.bus_bytes;
+      kind.time += iv.end - iv.start;
     }
     std::sort(cr.comm.begin(), cr.comm.end(), [](const CommStat& a, const CommStat& b) {
       return std::pair(a.stream, a.axis) < std::pair(b.stream, b.axis);

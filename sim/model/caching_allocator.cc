@@ -4,12 +4,14 @@
 // moving nothing; a freed block is inserted from the back, past the blocks of its size at lower
 // addresses, comparing one integer per step and reading no block record; only the neighbours
 // absorbed by a merge are erased from the middle of a class. One sorted vector per pool instead
-// paid a search with block-record loads and a memmove on every insert and erase. Nothing is
-// allocated at steady state. Block records live in one flat array (linked by index, recycled after
+// paid a search with block-record loads and a memmove on every insert and erase. A class is found
+// by its exact size through the pool's hash index, without the search's mispredicted branches.
+// Nothing is allocated at steady state. Block records live in one flat array (linked by index, recycled after
 // merges), so a handle is an index.
 #include "sim/model/caching_allocator.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "core/base/check.h"
 
@@ -52,34 +54,81 @@ void CachingAllocator::recycle(std::int32_t b) {
 // and the data-dependent branches of std::lower_bound were mispredicted about half the time,
 // which made them the allocator's largest cost. The loop's trip count depends only on the pool's
 // size, and the halving step compiles to a conditional move.
-CachingAllocator::Pool::iterator CachingAllocator::first_class(Pool& pool, std::int64_t size) {
-  std::size_t n = pool.size();
+std::vector<CachingAllocator::SizeClass>::iterator CachingAllocator::first_class(
+    std::vector<SizeClass>& classes, std::int64_t size) {
+  std::size_t n = classes.size();
   if (n == 0) {
-    return pool.begin();
+    return classes.begin();
   }
-  const SizeClass* base = pool.data();
+  const SizeClass* base = classes.data();
   while (n > 1) {
     const std::size_t half = n / 2;
     base = base[half].size < size ? base + half : base;
     n -= half;
   }
-  return pool.begin() + ((base - pool.data()) + (base->size < size ? 1 : 0));
+  return classes.begin() + ((base - classes.data()) + (base->size < size ? 1 : 0));
+}
+
+namespace {
+
+// Fibonacci hashing of the size's upper bits; sizes are multiples of 512.
+std::size_t home_slot(std::int64_t size, std::size_t slots) {
+  return static_cast<std::size_t>((static_cast<std::uint64_t>(size) * 0x9E3779B97F4A7C15ULL) >>
+                                  (64 - std::countr_zero(slots)));
+}
+
+}  // namespace
+
+std::int32_t CachingAllocator::find_class(const Pool& pool, std::int64_t size) {
+  if (!pool.indexed) [[unlikely]] {
+    const auto& classes = pool.classes;
+    const auto c = std::lower_bound(classes.begin(), classes.end(), size,
+                                    [](const SizeClass& k, std::int64_t s) { return k.size < s; });
+    return c != classes.end() && c->size == size ? static_cast<std::int32_t>(c - classes.begin())
+                                                 : -1;
+  }
+  for (std::size_t i = home_slot(size, kIndexSlots);; i = (i + 1) % kIndexSlots) {
+    const std::int64_t s = pool.slot_size[i];
+    if (s == size) {
+      return pool.slot_class[i];
+    }
+    if (s == 0) {
+      return -1;
+    }
+  }
+}
+
+void CachingAllocator::reindex(Pool& pool) {
+  pool.indexed = pool.classes.size() <= kIndexSlots / 2;
+  if (!pool.indexed) {
+    return;
+  }
+  pool.slot_size.fill(0);
+  for (std::size_t k = 0; k < pool.classes.size(); ++k) {
+    std::size_t i = home_slot(pool.classes[k].size, kIndexSlots);
+    while (pool.slot_size[i] != 0) {
+      i = (i + 1) % kIndexSlots;
+    }
+    pool.slot_size[i] = pool.classes[k].size;
+    pool.slot_class[i] = static_cast<std::int32_t>(k);
+  }
 }
 
 void CachingAllocator::add_free(std::int32_t b) {
   const Block& block = blocks_[static_cast<std::size_t>(b)];
   const FreeEntry entry{block.address, b};
   Pool& p = pools_[block.pool];
-  auto c = first_class(p, block.size);
-  if (c == p.end() || c->size != block.size) {
-    if (p.size() >= kMaxClasses) {
-      std::erase_if(p, [](const SizeClass& k) { return k.blocks.empty(); });
-      c = first_class(p, block.size);
+  std::int32_t k = find_class(p, block.size);
+  if (k < 0) {
+    if (p.classes.size() >= kMaxClasses) {
+      std::erase_if(p.classes, [](const SizeClass& c) { return c.blocks.empty(); });
     }
-    c = p.insert(c, SizeClass{block.size, {}});
+    const auto c = p.classes.insert(first_class(p.classes, block.size), SizeClass{block.size, {}});
+    k = static_cast<std::int32_t>(c - p.classes.begin());
+    reindex(p);
   }
   // Insertion from the back: the blocks of lower address move up one place.
-  std::vector<FreeEntry>& v = c->blocks;
+  std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
   v.push_back(entry);
   std::size_t i = v.size() - 1;
   for (; i > 0 && v[i - 1].address < entry.address; --i) {
@@ -92,9 +141,9 @@ void CachingAllocator::remove_free(std::int32_t b) {
   const Block& block = blocks_[static_cast<std::size_t>(b)];
   const std::int64_t address = block.address;
   Pool& p = pools_[block.pool];
-  const auto c = first_class(p, block.size);
-  FSDP_CHECK(c != p.end() && c->size == block.size) << "free block missing from its pool";
-  std::vector<FreeEntry>& v = c->blocks;
+  const std::int32_t k = find_class(p, block.size);
+  FSDP_CHECK(k >= 0) << "free block missing from its pool";
+  std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
   const auto it =
       std::lower_bound(v.begin(), v.end(), address,
                        [](const FreeEntry& e, std::int64_t a) { return e.address > a; });
@@ -110,14 +159,21 @@ CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t byt
   Pool& p = pools_[pool];
   // Best fit: the smallest cached block of this stream's pool that holds the request, the lowest
   // address among the blocks of that size.
-  auto c = first_class(p, size);
-  while (c != p.end() && c->blocks.empty()) {
-    ++c;
+  SizeClass* fit = nullptr;
+  if (const std::int32_t k = find_class(p, size);
+      k >= 0 && !p.classes[static_cast<std::size_t>(k)].blocks.empty()) {
+    fit = &p.classes[static_cast<std::size_t>(k)];  // no smaller class holds the request
+  } else {
+    auto c = first_class(p.classes, size);
+    while (c != p.classes.end() && c->blocks.empty()) {
+      ++c;
+    }
+    fit = c != p.classes.end() ? &*c : nullptr;
   }
   std::int32_t b = 0;
-  if (c != p.end()) {
-    b = c->blocks.back().block;
-    c->blocks.pop_back();
+  if (fit != nullptr) {
+    b = fit->blocks.back().block;
+    fit->blocks.pop_back();
   } else {
     const std::int32_t seg = static_cast<std::int32_t>(segments_.size());
     const std::int64_t segment_bytes = segment_size(size);

@@ -47,7 +47,7 @@ class CachingAllocator {
   std::size_t cached_blocks() const {
     std::size_t n = 0;
     for (const Pool& p : pools_) {
-      for (const SizeClass& c : p) {
+      for (const SizeClass& c : p.classes) {
         n += c.blocks.size();
       }
     }
@@ -100,11 +100,25 @@ class CachingAllocator {
   // offset) is class order, then address order within a class. A pool holds few distinct sizes
   // (FSDP frees the same buffer sizes over and over) but many blocks of one size. A class that
   // empties stays (it is usually refilled soon); empty classes are dropped when a pool would
-  // exceed kMaxClasses.
-  using Pool = std::vector<SizeClass>;
+  // exceed kMaxClasses (a pool whose classes all hold blocks may exceed it). An open-addressing
+  // index finds a class by its exact size in one or two probes, which serves every free and merge
+  // and most allocations (a request whose own size has cached blocks); only the rest search the
+  // ordered classes, as do all lookups of a pool with more than kIndexSlots / 2 classes.
   static constexpr std::size_t kMaxClasses = 32;
-  // The first class of `pool` whose size is >= `size`.
-  static Pool::iterator first_class(Pool& pool, std::int64_t size);
+  static constexpr std::size_t kIndexSlots = 64;  // a power of two, 2 * kMaxClasses
+  struct Pool {
+    std::vector<SizeClass> classes;
+    bool indexed = true;  // classes.size() <= kIndexSlots / 2, and the slots index them
+    std::array<std::int64_t, kIndexSlots> slot_size{};  // 0: an empty slot (sizes are >= 512)
+    std::array<std::int32_t, kIndexSlots> slot_class{};
+  };
+  // The first class of `classes` whose size is >= `size`.
+  static std::vector<SizeClass>::iterator first_class(std::vector<SizeClass>& classes,
+                                                      std::int64_t size);
+  // The index of the class of exactly `size` in `pool`, or -1.
+  static std::int32_t find_class(const Pool& pool, std::int64_t size);
+  // Rebuilds the index after classes were inserted or erased.
+  static void reindex(Pool& pool);
   std::int32_t new_block(const Block& block);
   void recycle(std::int32_t b);
   void add_free(std::int32_t b);

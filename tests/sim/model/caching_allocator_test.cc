@@ -260,6 +260,39 @@ TEST(CachingAllocatorTest, PlacesEveryBlockLikeAPlainBestFitScan) {
   }
 }
 
+// Many distinct sizes, so pools hold more than kMaxClasses (32) size classes: empty classes are
+// dropped and the exact-size index is rebuilt, and every choice must still match the scan.
+TEST(CachingAllocatorTest, ManyDistinctSizesMatchAPlainBestFitScan) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::int64_t> sizes;
+    for (int k = 0; k < 120; ++k) {
+      sizes.push_back(k % 2 == 0 ? static_cast<std::int64_t>(1 + rng() % kMiB)
+                                 : static_cast<std::int64_t>(kMiB + rng() % (30 * kMiB)));
+    }
+    CachingAllocator a;
+    ReferenceAllocator ref;
+    std::vector<std::pair<CachingAllocator::Handle, std::size_t>> live;
+    for (int step = 0; step < 4000; ++step) {
+      if (live.empty() || rng() % 100 < 52) {
+        const int stream = static_cast<int>(rng() % 2);
+        const std::int64_t bytes = sizes[rng() % sizes.size()];
+        live.emplace_back(a.allocate(stream, bytes), ref.allocate(stream, bytes));
+        ASSERT_EQ(a.placement(live.back().first), ref.placement(live.back().second))
+            << "seed " << seed << " step " << step << " bytes " << bytes;
+      } else {
+        const std::size_t k = rng() % live.size();
+        a.release(live[k].first);
+        ref.release(live[k].second);
+        live[k] = live.back();
+        live.pop_back();
+      }
+      ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "seed " << seed << " step " << step;
+      ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "seed " << seed << " step " << step;
+    }
+  }
+}
+
 // Many cached blocks of one size, freed in random order and taken again: the tie-break by
 // (segment, offset) decides every choice.
 TEST(CachingAllocatorTest, ChoosesAmongManyEqualBlocksLikeAPlainBestFitScan) {
