@@ -512,30 +512,17 @@ void Simulator::advance(std::uint32_t g) {
   for (; pos < end; ++pos) {
     const Step& step = steps[pos];
     switch (step.kind) {
-      case OpKind::kAlloc:
-      case OpKind::kFree: {
+      case OpKind::kAlloc: {
         LiveBuffer& buffer = buffers[step.arg];
-        std::int64_t delta = 0;
-        if (step.kind == OpKind::kAlloc) {
-          if (buffer.bytes >= 0) [[unlikely]] {
-            fail(memory_error(cls, pos));
-            cursor_[g] = static_cast<std::int64_t>(pos);
-            return;
-          }
-          // The free op names the buffer class too, so only the size is remembered.
-          buffer.bytes = step.value;
-          buffer.block = allocator.allocate(static_cast<int>(step.stream), step.value);
-          delta = step.value;
-        } else {
-          if (buffer.bytes < 0) [[unlikely]] {
-            fail(memory_error(cls, pos));
-            cursor_[g] = static_cast<std::int64_t>(pos);
-            return;
-          }
-          delta = -buffer.bytes;
-          buffer.bytes = -1;
-          allocator.release(buffer.block);
+        if (buffer.bytes >= 0) [[unlikely]] {
+          fail(memory_error(cls, pos));
+          cursor_[g] = static_cast<std::int64_t>(pos);
+          return;
         }
+        // The free op names the buffer class too, so only the size is remembered.
+        const std::int64_t delta = step.value;
+        buffer.bytes = delta;
+        buffer.block = allocator.allocate(static_cast<int>(step.stream), delta);
         const std::size_t bc = step.buffer_class;
         by_class[bc] += delta;
         total += delta;
@@ -562,6 +549,28 @@ void Simulator::advance(std::uint32_t g) {
             m.reserved_fits = false;
             m.first_reserved_overflow_op = step_op_[pos];
           }
+        }
+        if (record_trace) {
+          memory_trace_.push_back(MemorySample{cls, now_, total});
+        }
+        break;
+      }
+      case OpKind::kFree: {
+        // A free lowers the totals and reserves nothing, so it moves no high-water mark, peak or
+        // overflow: those only change at an alloc.
+        LiveBuffer& buffer = buffers[step.arg];
+        if (buffer.bytes < 0) [[unlikely]] {
+          fail(memory_error(cls, pos));
+          cursor_[g] = static_cast<std::int64_t>(pos);
+          return;
+        }
+        const std::int64_t delta = -buffer.bytes;
+        buffer.bytes = -1;
+        allocator.release(buffer.block);
+        by_class[step.buffer_class] += delta;
+        total += delta;
+        if (record_ops) {
+          op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, delta});
         }
         if (record_trace) {
           memory_trace_.push_back(MemorySample{cls, now_, total});
