@@ -207,11 +207,45 @@ TEST(CachingAllocatorTest, HandlesStayValidWhileBlockRecordsAreMergedAndReused) 
   EXPECT_EQ(a.allocated_bytes(), 0);
 }
 
+// Runs `steps` random allocations (alloc_percent % of the steps, of `sizes`, on two streams) and
+// releases on both allocators, asserting after every step that each allocation landed on the same
+// segment and offset and that the reserved, allocated and cached counts agree.
+void RunAgainstPlainScan(std::mt19937_64& rng, const std::vector<std::int64_t>& sizes, int steps,
+                         int alloc_percent) {
+  CachingAllocator a;
+  ReferenceAllocator ref;
+  struct Live {
+    CachingAllocator::Handle handle;
+    std::size_t ref = 0;
+  };
+  std::vector<Live> live;
+  for (int step = 0; step < steps; ++step) {
+    if (live.empty() || static_cast<int>(rng() % 100) < alloc_percent) {
+      const int stream = static_cast<int>(rng() % 2);
+      const std::int64_t bytes = sizes[rng() % sizes.size()];
+      const Live l{a.allocate(stream, bytes), ref.allocate(stream, bytes)};
+      ASSERT_EQ(a.placement(l.handle), ref.placement(l.ref)) << "step " << step << " bytes "
+                                                             << bytes;
+      live.push_back(l);
+    } else {
+      const std::size_t k = rng() % live.size();
+      a.release(live[k].handle);
+      ref.release(live[k].ref);
+      live[k] = live.back();
+      live.pop_back();
+    }
+    ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "step " << step;
+    ASSERT_EQ(a.allocated_bytes(), ref.allocated_bytes()) << "step " << step;
+    ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "step " << step;
+  }
+}
+
 // Random alloc/free sequences from a few repeated sizes (as FSDP's buffers are), small and large,
 // on two streams: every allocation lands on the same segment and offset as in the reference, so
 // the pools keep best fit's order, tie-breaks, splits and merges exactly.
 TEST(CachingAllocatorTest, PlacesEveryBlockLikeAPlainBestFitScan) {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
     // A few sizes per run, so many cached blocks share one size and the tie-break decides.
     std::vector<std::int64_t> sizes;
@@ -231,31 +265,9 @@ TEST(CachingAllocatorTest, PlacesEveryBlockLikeAPlainBestFitScan) {
           break;
       }
     }
-    CachingAllocator a;
-    ReferenceAllocator ref;
-    struct Live {
-      CachingAllocator::Handle handle;
-      std::size_t ref = 0;
-    };
-    std::vector<Live> live;
-    for (int step = 0; step < 3000; ++step) {
-      if (live.empty() || rng() % 100 < 55) {
-        const int stream = static_cast<int>(rng() % 2);
-        const std::int64_t bytes = sizes[rng() % sizes.size()];
-        const Live l{a.allocate(stream, bytes), ref.allocate(stream, bytes)};
-        ASSERT_EQ(a.placement(l.handle), ref.placement(l.ref))
-            << "seed " << seed << " step " << step << " bytes " << bytes;
-        live.push_back(l);
-      } else {
-        const std::size_t k = rng() % live.size();
-        a.release(live[k].handle);
-        ref.release(live[k].ref);
-        live[k] = live.back();
-        live.pop_back();
-      }
-      ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "seed " << seed << " step " << step;
-      ASSERT_EQ(a.allocated_bytes(), ref.allocated_bytes()) << "seed " << seed << " step " << step;
-      ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "seed " << seed << " step " << step;
+    RunAgainstPlainScan(rng, sizes, /*steps=*/3000, /*alloc_percent=*/55);
+    if (HasFatalFailure()) {
+      return;
     }
   }
 }
@@ -264,31 +276,16 @@ TEST(CachingAllocatorTest, PlacesEveryBlockLikeAPlainBestFitScan) {
 // dropped and the exact-size index is rebuilt, and every choice must still match the scan.
 TEST(CachingAllocatorTest, ManyDistinctSizesMatchAPlainBestFitScan) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
     std::vector<std::int64_t> sizes;
     for (int k = 0; k < 120; ++k) {
       sizes.push_back(k % 2 == 0 ? static_cast<std::int64_t>(1 + rng() % kMiB)
                                  : static_cast<std::int64_t>(kMiB + rng() % (30 * kMiB)));
     }
-    CachingAllocator a;
-    ReferenceAllocator ref;
-    std::vector<std::pair<CachingAllocator::Handle, std::size_t>> live;
-    for (int step = 0; step < 4000; ++step) {
-      if (live.empty() || rng() % 100 < 52) {
-        const int stream = static_cast<int>(rng() % 2);
-        const std::int64_t bytes = sizes[rng() % sizes.size()];
-        live.emplace_back(a.allocate(stream, bytes), ref.allocate(stream, bytes));
-        ASSERT_EQ(a.placement(live.back().first), ref.placement(live.back().second))
-            << "seed " << seed << " step " << step << " bytes " << bytes;
-      } else {
-        const std::size_t k = rng() % live.size();
-        a.release(live[k].first);
-        ref.release(live[k].second);
-        live[k] = live.back();
-        live.pop_back();
-      }
-      ASSERT_EQ(a.reserved_bytes(), ref.reserved_bytes()) << "seed " << seed << " step " << step;
-      ASSERT_EQ(a.cached_blocks(), ref.cached_blocks()) << "seed " << seed << " step " << step;
+    RunAgainstPlainScan(rng, sizes, /*steps=*/4000, /*alloc_percent=*/52);
+    if (HasFatalFailure()) {
+      return;
     }
   }
 }
