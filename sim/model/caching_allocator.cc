@@ -6,8 +6,8 @@
 // absorbed by a merge are erased from the middle of a class. One sorted vector per pool instead
 // paid a search with block-record loads and a memmove on every insert and erase. A class is found
 // by its exact size through the pool's hash index, without the search's mispredicted branches.
-// Nothing is allocated at steady state. Block records live in one flat array (linked by index, recycled after
-// merges), so a handle is an index.
+// Nothing is allocated at steady state. Block records live in one flat array (linked by index,
+// recycled after merges), so a handle is an index.
 #include "sim/model/caching_allocator.h"
 
 #include <algorithm>
@@ -177,7 +177,7 @@ CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t byt
   } else {
     const std::int32_t seg = static_cast<std::int32_t>(segments_.size());
     const std::int64_t segment_bytes = segment_size(size);
-    segments_.push_back(Segment{/*base=*/reserved_, stream, small});
+    segments_.push_back(Segment{/*base=*/reserved_});
     reserved_ += segment_bytes;
     b = new_block(Block{/*address=*/segments_.back().base, segment_bytes, seg, -1, -1,
                         BlockState::kFree, pool});

@@ -82,8 +82,6 @@ class CachingAllocator {
     // Where the segment starts if all segments lay end to end in creation order, so that the
     // (segment, offset) order of blocks is the order of their addresses, base + offset.
     std::int64_t base = 0;
-    int stream = 0;
-    bool small = false;
   };
   // A cached block, 16 bytes: its address and record.
   struct FreeEntry {
