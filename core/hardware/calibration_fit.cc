@@ -73,7 +73,7 @@ Expected<Calibration> fit_calibration(const Calibration& base, std::span<const M
     }
     const auto rate = static_cast<std::int64_t>(std::llround(flops * 1e9 / ns));
     const auto it = std::find_if(fit.compute.begin(), fit.compute.end(),
-                                 [&](const ComputeRate& r) { return r.kind == kind; });
+                                 [k = kind](const ComputeRate& r) { return r.kind == k; });
     const ComputeRate fitted{kind, std::max<std::int64_t>(rate, 1), 0};
     if (it == fit.compute.end()) {
       fit.compute.push_back(fitted);
