@@ -17,13 +17,6 @@
 
 namespace fsdp::sim {
 
-std::int64_t CachingAllocator::round_size(std::int64_t bytes) {
-  if (bytes < kMinBlockSize) {
-    return kMinBlockSize;
-  }
-  return kMinBlockSize * ((bytes + kMinBlockSize - 1) / kMinBlockSize);
-}
-
 std::int64_t CachingAllocator::segment_size(std::int64_t size) {
   if (size <= kSmallSize) {
     return kSmallBuffer;
@@ -69,33 +62,12 @@ std::vector<CachingAllocator::SizeClass>::iterator CachingAllocator::first_class
   return classes.begin() + ((base - classes.data()) + (base->size < size ? 1 : 0));
 }
 
-namespace {
-
-// Fibonacci hashing of the size's upper bits; sizes are multiples of 512.
-std::size_t home_slot(std::int64_t size, std::size_t slots) {
-  return static_cast<std::size_t>((static_cast<std::uint64_t>(size) * 0x9E3779B97F4A7C15ULL) >>
-                                  (64 - std::countr_zero(slots)));
-}
-
-}  // namespace
-
-std::int32_t CachingAllocator::find_class(const Pool& pool, std::int64_t size) {
-  if (!pool.indexed) [[unlikely]] {
-    const auto& classes = pool.classes;
-    const auto c = std::lower_bound(classes.begin(), classes.end(), size,
-                                    [](const SizeClass& k, std::int64_t s) { return k.size < s; });
-    return c != classes.end() && c->size == size ? static_cast<std::int32_t>(c - classes.begin())
-                                                 : -1;
-  }
-  for (std::size_t i = home_slot(size, kIndexSlots);; i = (i + 1) % kIndexSlots) {
-    const std::int64_t s = pool.slot_size[i];
-    if (s == size) {
-      return pool.slot_class[i];
-    }
-    if (s == 0) {
-      return -1;
-    }
-  }
+std::int32_t CachingAllocator::find_class_unindexed(const Pool& pool, std::int64_t size) {
+  const auto& classes = pool.classes;
+  const auto c = std::lower_bound(classes.begin(), classes.end(), size,
+                                  [](const SizeClass& k, std::int64_t s) { return k.size < s; });
+  return c != classes.end() && c->size == size ? static_cast<std::int32_t>(c - classes.begin())
+                                               : -1;
 }
 
 void CachingAllocator::reindex(Pool& pool) {
@@ -105,7 +77,7 @@ void CachingAllocator::reindex(Pool& pool) {
   }
   pool.slot_size.fill(0);
   for (std::size_t k = 0; k < pool.classes.size(); ++k) {
-    std::size_t i = home_slot(pool.classes[k].size, kIndexSlots);
+    std::size_t i = home_slot(pool.classes[k].size);
     while (pool.slot_size[i] != 0) {
       i = (i + 1) % kIndexSlots;
     }
@@ -114,27 +86,24 @@ void CachingAllocator::reindex(Pool& pool) {
   }
 }
 
-void CachingAllocator::add_free(std::int32_t b) {
-  const Block& block = blocks_[static_cast<std::size_t>(b)];
-  const FreeEntry entry{block.address, b};
-  Pool& p = pools_[block.pool];
-  std::int32_t k = find_class(p, block.size);
-  if (k < 0) {
-    if (p.classes.size() >= kMaxClasses) {
-      std::erase_if(p.classes, [](const SizeClass& c) { return c.blocks.empty(); });
-    }
-    const auto c = p.classes.insert(first_class(p.classes, block.size), SizeClass{block.size, {}});
-    k = static_cast<std::int32_t>(c - p.classes.begin());
-    reindex(p);
+std::int32_t CachingAllocator::add_class(Pool& pool, std::int64_t size) {
+  if (pool.classes.size() >= kMaxClasses) {
+    std::erase_if(pool.classes, [](const SizeClass& c) { return c.blocks.empty(); });
   }
+  const auto c = pool.classes.insert(first_class(pool.classes, size), SizeClass{size, {}});
+  const auto k = static_cast<std::int32_t>(c - pool.classes.begin());
+  reindex(pool);
+  return k;
+}
+
+void CachingAllocator::insert_free(std::vector<FreeEntry>& blocks, FreeEntry entry) {
   // Insertion from the back: the blocks of lower address move up one place.
-  std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
-  v.push_back(entry);
-  std::size_t i = v.size() - 1;
-  for (; i > 0 && v[i - 1].address < entry.address; --i) {
-    v[i] = v[i - 1];
+  blocks.push_back(entry);
+  std::size_t i = blocks.size() - 1;
+  for (; i > 0 && blocks[i - 1].address < entry.address; --i) {
+    blocks[i] = blocks[i - 1];
   }
-  v[i] = entry;
+  blocks[i] = entry;
 }
 
 void CachingAllocator::remove_free(std::int32_t b) {
@@ -144,6 +113,12 @@ void CachingAllocator::remove_free(std::int32_t b) {
   const std::int32_t k = find_class(p, block.size);
   FSDP_CHECK(k >= 0) << "free block missing from its pool";
   std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
+  // A merge usually absorbs the remainder split off by the allocation being released, which the
+  // split cached last, at the lowest address of its size, unless a lower one was cached since.
+  if (!v.empty() && v.back().block == b) {
+    v.pop_back();
+    return;
+  }
   const auto it =
       std::lower_bound(v.begin(), v.end(), address,
                        [](const FreeEntry& e, std::int64_t a) { return e.address > a; });
@@ -151,25 +126,16 @@ void CachingAllocator::remove_free(std::int32_t b) {
   v.erase(it);
 }
 
-CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t bytes) {
-  FSDP_CHECK(stream >= 0 && stream < kMaxStreams) << "stream " << stream;
-  const std::int64_t size = round_size(bytes);
+CachingAllocator::Handle CachingAllocator::allocate_uncached(std::uint8_t pool, std::int64_t size) {
   const bool small = size <= kSmallSize;
-  const std::uint8_t pool = static_cast<std::uint8_t>(stream * 2 + (small ? 1 : 0));
   Pool& p = pools_[pool];
   // Best fit: the smallest cached block of this stream's pool that holds the request, the lowest
-  // address among the blocks of that size.
-  SizeClass* fit = nullptr;
-  if (const std::int32_t k = find_class(p, size);
-      k >= 0 && !p.classes[static_cast<std::size_t>(k)].blocks.empty()) {
-    fit = &p.classes[static_cast<std::size_t>(k)];  // no smaller class holds the request
-  } else {
-    auto c = first_class(p.classes, size);
-    while (c != p.classes.end() && c->blocks.empty()) {
-      ++c;
-    }
-    fit = c != p.classes.end() ? &*c : nullptr;
+  // address among the blocks of that size. No class of exactly `size` holds a block.
+  auto c = first_class(p.classes, size);
+  while (c != p.classes.end() && c->blocks.empty()) {
+    ++c;
   }
+  SizeClass* const fit = c != p.classes.end() ? &*c : nullptr;
   std::int32_t b = 0;
   if (fit != nullptr) {
     b = fit->blocks.back().block;
@@ -206,14 +172,8 @@ CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t byt
   return Handle{b};
 }
 
-void CachingAllocator::release(Handle handle) {
-  std::int32_t b = handle.block;
-  FSDP_CHECK(b >= 0 && static_cast<std::size_t>(b) < blocks_.size() &&
-             blocks_[static_cast<std::size_t>(b)].state == BlockState::kLive)
-      << "release of a block that is not live: " << b;
+void CachingAllocator::release_merging(std::int32_t b) {
   Block& blk = blocks_[static_cast<std::size_t>(b)];
-  allocated_ -= blk.size;
-  blk.state = BlockState::kFree;
   if (const std::int32_t n = blk.next;
       n >= 0 && blocks_[static_cast<std::size_t>(n)].state == BlockState::kFree) {
     remove_free(n);

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <vector>
+
+#include "core/base/check.h"
 
 namespace fsdp::sim {
 
@@ -36,9 +39,12 @@ class CachingAllocator {
 
   // Serves `bytes` on `stream` (0 <= stream < kMaxStreams, FSDP_CHECKed) from the best-fitting
   // cached block of that stream's pool, or from a new segment. bytes <= 0 gets a 512 B block.
+  // Inline: the simulator calls it for every alloc op, and most find a cached block of exactly
+  // their size (the best fit, which cannot be split); the rest take allocate_uncached.
   Handle allocate(int stream, std::int64_t bytes);
   // Returns the block to its pool, merged with free neighbours (whose records are recycled);
-  // FSDP_CHECKs the handle is live.
+  // FSDP_CHECKs the handle is live. Inline for the same reason: most blocks have no free
+  // neighbour; the others take release_merging.
   void release(Handle handle);
 
   std::int64_t reserved_bytes() const { return reserved_; }    // sum of segment sizes
@@ -115,11 +121,24 @@ class CachingAllocator {
                                                       std::int64_t size);
   // The index of the class of exactly `size` in `pool`, or -1.
   static std::int32_t find_class(const Pool& pool, std::int64_t size);
+  // find_class for a pool with too many classes for its index: a binary search.
+  [[gnu::noinline]] static std::int32_t find_class_unindexed(const Pool& pool, std::int64_t size);
+  // The index's home slot of a size.
+  static std::size_t home_slot(std::int64_t size);
   // Rebuilds the index after classes were inserted or erased.
   static void reindex(Pool& pool);
+  // Inserts an empty class of `size` (absent from `pool`) and returns its index.
+  [[gnu::noinline]] static std::int32_t add_class(Pool& pool, std::int64_t size);
+  // allocate() of a rounded `size` from pool `pool` when no cached block has exactly that size:
+  // a larger cached block, split if enough remains, or a new segment.
+  [[gnu::noinline]] Handle allocate_uncached(std::uint8_t pool, std::int64_t size);
+  // release() of block `b` (already marked free and uncounted) that has a free neighbour.
+  [[gnu::noinline]] void release_merging(std::int32_t b);
   std::int32_t new_block(const Block& block);
   void recycle(std::int32_t b);
   void add_free(std::int32_t b);
+  // Inserts `entry` into `blocks` (by descending address) where it is not the lowest address.
+  [[gnu::noinline]] static void insert_free(std::vector<FreeEntry>& blocks, FreeEntry entry);
   void remove_free(std::int32_t b);
 
   std::vector<Block> blocks_;
@@ -129,5 +148,91 @@ class CachingAllocator {
   std::int64_t reserved_ = 0;
   std::int64_t allocated_ = 0;
 };
+
+inline std::int64_t CachingAllocator::round_size(std::int64_t bytes) {
+  if (bytes < kMinBlockSize) {
+    return kMinBlockSize;
+  }
+  return kMinBlockSize * ((bytes + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+// Fibonacci hashing of the size's upper bits; sizes are multiples of 512.
+inline std::size_t CachingAllocator::home_slot(std::int64_t size) {
+  return static_cast<std::size_t>((static_cast<std::uint64_t>(size) * 0x9E3779B97F4A7C15ULL) >>
+                                  (64 - std::countr_zero(kIndexSlots)));
+}
+
+inline std::int32_t CachingAllocator::find_class(const Pool& pool, std::int64_t size) {
+  if (!pool.indexed) [[unlikely]] {
+    return find_class_unindexed(pool, size);
+  }
+  for (std::size_t i = home_slot(size);; i = (i + 1) % kIndexSlots) {
+    const std::int64_t s = pool.slot_size[i];
+    if (s == size) {
+      return pool.slot_class[i];
+    }
+    if (s == 0) {
+      return -1;
+    }
+  }
+}
+
+inline void CachingAllocator::add_free(std::int32_t b) {
+  const Block& block = blocks_[static_cast<std::size_t>(b)];
+  const FreeEntry entry{block.address, b};
+  Pool& p = pools_[block.pool];
+  std::int32_t k = find_class(p, block.size);
+  if (k < 0) [[unlikely]] {
+    k = add_class(p, block.size);
+  }
+  std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
+  // Usually the lowest address of its size (blocks are reused from the back): it goes last.
+  if (v.empty() || v.back().address > entry.address) [[likely]] {
+    v.push_back(entry);
+    return;
+  }
+  insert_free(v, entry);
+}
+
+inline CachingAllocator::Handle CachingAllocator::allocate(int stream, std::int64_t bytes) {
+  FSDP_CHECK(stream >= 0 && stream < kMaxStreams) << "stream " << stream;
+  const std::int64_t size = round_size(bytes);
+  const std::uint8_t pool = static_cast<std::uint8_t>(stream * 2 + (size <= kSmallSize ? 1 : 0));
+  Pool& p = pools_[pool];
+  // A cached block of exactly `size` is the best fit (no smaller class holds the request), and
+  // the lowest address of its class is at the back; nothing remains to split off.
+  if (const std::int32_t k = find_class(p, size); k >= 0) {
+    std::vector<FreeEntry>& v = p.classes[static_cast<std::size_t>(k)].blocks;
+    if (!v.empty()) {
+      const std::int32_t b = v.back().block;
+      v.pop_back();
+      Block& blk = blocks_[static_cast<std::size_t>(b)];
+      FSDP_CHECK(blk.state == BlockState::kFree) << "corrupt pool";
+      blk.state = BlockState::kLive;
+      allocated_ += size;
+      return Handle{b};
+    }
+  }
+  return allocate_uncached(pool, size);
+}
+
+inline void CachingAllocator::release(Handle handle) {
+  const std::int32_t b = handle.block;
+  FSDP_CHECK(b >= 0 && static_cast<std::size_t>(b) < blocks_.size() &&
+             blocks_[static_cast<std::size_t>(b)].state == BlockState::kLive)
+      << "release of a block that is not live: " << b;
+  Block& blk = blocks_[static_cast<std::size_t>(b)];
+  allocated_ -= blk.size;
+  blk.state = BlockState::kFree;
+  const bool next_free =
+      blk.next >= 0 && blocks_[static_cast<std::size_t>(blk.next)].state == BlockState::kFree;
+  const bool prev_free =
+      blk.prev >= 0 && blocks_[static_cast<std::size_t>(blk.prev)].state == BlockState::kFree;
+  if (next_free || prev_free) {
+    release_merging(b);
+    return;
+  }
+  add_free(b);
+}
 
 }  // namespace fsdp::sim
