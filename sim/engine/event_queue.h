@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// EventQueue: the simulator's future-event list, a 4-ary min-heap of 32-byte POD events on a
-// reserved vector, ordered by (time, insertion sequence) so that equal-time events pop in the
+// EventQueue: the simulator's future-event list, a 4-ary min-heap of 32-byte POD events in a
+// preallocated array, ordered by (time, insertion sequence) so that equal-time events pop in the
 // order they were pushed and every run is reproducible. No virtual calls, no per-event allocation
-// once reserved. Not thread-safe.
+// once reserved (the array doubles when full). Not thread-safe.
 #pragma once
 
 #include <bit>
@@ -45,17 +45,21 @@ static_assert(std::is_trivially_copyable_v<Event>);
 
 class EventQueue {
  public:
-  void reserve(std::size_t n) { heap_.reserve(n); }
+  void reserve(std::size_t n) {
+    if (n > heap_.size()) {
+      heap_.resize(n);
+    }
+  }
   // Empties the queue and restarts the insertion sequence; keeps the capacity.
   void clear() {
-    heap_.clear();
+    size_ = 0;
     next_seq_ = 0;
   }
   void push(SimTime t, EventKind kind, std::uint32_t subject, std::uint32_t generation);
   // FSDP_DCHECKs !empty().
   Event pop();
-  bool empty() const { return heap_.empty(); }
-  std::size_t size() const { return heap_.size(); }
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
   std::uint64_t pushed() const { return next_seq_; }
 
  private:
@@ -63,7 +67,11 @@ class EventQueue {
   static bool before(const Event& a, const Event& b) {
     return a.t < b.t || (a.t == b.t && a.seq < b.seq);
   }
+  [[gnu::noinline]] void grow() { heap_.resize(heap_.empty() ? 64 : 2 * heap_.size()); }
+  // Slots [0, size_) hold the heap; the vector's size is the capacity, so a push constructs
+  // nothing and only writes its final slot.
   std::vector<Event> heap_;
+  std::size_t size_ = 0;
   std::uint64_t next_seq_ = 0;
 };
 
@@ -77,8 +85,10 @@ class EventQueue {
 inline void EventQueue::push(SimTime t, EventKind kind, std::uint32_t subject,
                              std::uint32_t generation) {
   const std::uint64_t seq = next_seq_++;
-  std::size_t hole = heap_.size();
-  heap_.emplace_back();
+  if (size_ == heap_.size()) [[unlikely]] {
+    grow();
+  }
+  std::size_t hole = size_++;
   Event* const h = heap_.data();
   while (hole > 0) {
     const std::size_t parent = (hole - 1) / kArity;
@@ -99,12 +109,11 @@ inline void EventQueue::push(SimTime t, EventKind kind, std::uint32_t subject,
 }
 
 inline Event EventQueue::pop() {
-  FSDP_DCHECK(!heap_.empty());
+  FSDP_DCHECK(size_ > 0);
   Event* const h = heap_.data();
   const Event top = h[0];
-  const std::size_t n = heap_.size() - 1;
+  const std::size_t n = --size_;
   if (n == 0) {
-    heap_.pop_back();
     return top;
   }
   const Event last = h[n];
@@ -128,7 +137,6 @@ inline Event EventQueue::pop() {
     hole = child;
   }
   h[hole] = last;
-  heap_.pop_back();
   return top;
 }
 

@@ -6,6 +6,7 @@
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -22,6 +23,8 @@
 
 namespace fsdp::sim {
 namespace {
+
+static_assert(kNumStreams <= 7, "event_state_ keeps a waiting bit per stream in a byte");
 
 enum class StreamState : std::uint8_t { kReady, kBusy, kBlockedEvent, kBlockedCollective, kDone };
 
@@ -181,12 +184,10 @@ class Simulator {
   // Per class.
   std::vector<std::int64_t> event_base_, buffer_base_;
   std::vector<std::int32_t> comm_active_;
-  std::vector<std::int32_t> event_waiters_;  // streams blocked on an event
   std::vector<std::int32_t> link_load_;  // [class * 2 + link]: transferring flows
   // Per stream g = c * kNumStreams + s.
   std::vector<std::int64_t> cursor_;
   std::vector<StreamState> state_;
-  std::vector<std::int32_t> blocked_event_;
   std::vector<std::int64_t> coll_pos_;
   std::vector<SimTime> op_start_, stream_end_time_;
   std::vector<std::uint32_t> generation_;
@@ -200,7 +201,9 @@ class Simulator {
   std::vector<Flow> flows_;
   std::vector<std::int32_t> free_flows_;
   std::vector<std::int32_t> transferring_;  // flows with share > 0, in start order
-  std::vector<char> recorded_;
+  // Per event (class base + event id): bit 0 once recorded; bit 1 + s while stream s of the class
+  // waits for it (kNumStreams <= 7).
+  std::vector<std::uint8_t> event_state_;
   // Per buffer (class base + buffer id): its size (-1 when not allocated) and allocator block.
   struct LiveBuffer {
     std::int64_t bytes = -1;
@@ -411,7 +414,6 @@ void Simulator::reset() {
     cursor_[g] = list_begin_[list_of(g)];
   }
   state_.assign(ns, StreamState::kReady);
-  blocked_event_.assign(ns, -1);
   coll_pos_.assign(ns, 0);
   op_start_.assign(ns, SimTime());
   stream_end_time_.assign(ns, SimTime());
@@ -420,14 +422,13 @@ void Simulator::reset() {
   work_since_.assign(ns, SimTime());
   work_slow_.assign(ns, 0);
   comm_active_.assign(nc, 0);
-  event_waiters_.assign(nc, 0);
   link_load_.assign(nc * 2, 0);
   pending_count_.assign(classes_.types.size() * kNumStreams, 0);
   pending_k_.assign(classes_.types.size() * kNumStreams, -1);
   flows_.clear();
   free_flows_.clear();
   transferring_.clear();
-  recorded_.assign(static_cast<std::size_t>(event_base_[nc]), 0);
+  event_state_.assign(static_cast<std::size_t>(event_base_[nc]), 0);
   buffers_.assign(static_cast<std::size_t>(buffer_base_[nc]), LiveBuffer());
   // Copy-assignment keeps the capacity of the previous run's vectors.
   memory_ = init_memory_;
@@ -494,7 +495,7 @@ void Simulator::advance(std::uint32_t g) {
   // Everything the loop touches is loaded once here: none of these vectors is resized while a
   // stream advances, but the allocator calls would otherwise force a reload on every op.
   const Step* const steps = steps_.data();
-  char* const recorded = recorded_.data() + event_base_[c];
+  std::uint8_t* const event_state = event_state_.data() + event_base_[c];
   LiveBuffer* const buffers = buffers_.data() + buffer_base_[c];
   std::array<std::int64_t, kNumBufferClasses>& by_class = mem_by_class_[c];
   std::int64_t& total = mem_total_[c];
@@ -535,12 +536,13 @@ void Simulator::advance(std::uint32_t g) {
           m.peak_by_class = by_class;
           m.peak_time = now_;
           m.peak_op = step_op_[pos];
-        }
-        // When the resident buffers alone overflow, fits is already false and no op is blamed.
-        if (total > m.capacity_bytes && m.fits) {
-          m.fits = false;
-          m.first_overflow_op = step_op_[pos];
-          m.first_overflow_time = now_;
+          // The first overflow is a new peak: an earlier peak above the capacity already cleared
+          // fits. When the resident buffers alone overflow, fits is false and no op is blamed.
+          if (total > m.capacity_bytes && m.fits) {
+            m.fits = false;
+            m.first_overflow_op = step_op_[pos];
+            m.first_overflow_time = now_;
+          }
         }
         const std::int64_t reserved = allocator.reserved_bytes();
         if (reserved > m.peak_reserved_bytes) {
@@ -578,28 +580,26 @@ void Simulator::advance(std::uint32_t g) {
         break;
       }
       case OpKind::kRecord: {
-        recorded[step.arg] = 1;
+        const unsigned waiting = event_state[step.arg] >> 1;
+        event_state[step.arg] = 1;
         if (record_ops) {
           op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], now_, now_, 0});
         }
-        // Most records find no stream of their class waiting.
-        for (std::uint32_t s = 0; s < kNumStreams && event_waiters_[c] != 0; ++s) {
-          const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) + s;
-          if (state_[other] == StreamState::kBlockedEvent && blocked_event_[other] == step.arg) {
-            state_[other] = StreamState::kReady;
-            blocked_event_[other] = -1;
-            --event_waiters_[c];
-            queue_.push(now_, EventKind::kStreamReady, other, generation_[other]);
-          }
+        // Most records find no stream of their class waiting; the others wake them in stream
+        // order.
+        for (unsigned w = waiting; w != 0; w &= w - 1) {
+          const std::uint32_t other = static_cast<std::uint32_t>(c * kNumStreams) +
+                                      static_cast<std::uint32_t>(std::countr_zero(w));
+          state_[other] = StreamState::kReady;
+          queue_.push(now_, EventKind::kStreamReady, other, generation_[other]);
         }
         break;
       }
       case OpKind::kWait:
-        if (recorded[step.arg] == 0) {
+        if ((event_state[step.arg] & 1) == 0) {
           cursor_[g] = static_cast<std::int64_t>(pos);
           state_[g] = StreamState::kBlockedEvent;
-          blocked_event_[g] = step.arg;
-          ++event_waiters_[c];
+          event_state[step.arg] |= static_cast<std::uint8_t>(2u << (g % kNumStreams));
           return;
         }
         if (record_ops) {
