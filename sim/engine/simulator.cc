@@ -171,7 +171,11 @@ class Simulator {
   const SimClasses& classes_;
   std::int32_t num_classes_ = 0;
   std::vector<AxisLink> links_;
+  // Options read in the loop, copied here so that they load without the indirection.
   bool sm_slowdown_ = false;
+  bool contention_ = true;
+  bool record_trace_ = false;
+  bool record_ops_ = false;
 
   // Per program.
   std::vector<std::int64_t> op_base_;
@@ -187,6 +191,7 @@ class Simulator {
   std::vector<std::int32_t> link_load_;  // [class * 2 + link]: transferring flows
   // Per stream g = c * kNumStreams + s.
   std::vector<std::int64_t> cursor_;
+  std::vector<std::int64_t> cursor_end_;  // the end of the stream's list (list_end_ of list_of)
   std::vector<StreamState> state_;
   std::vector<std::int64_t> coll_pos_;
   std::vector<SimTime> op_start_, stream_end_time_;
@@ -244,6 +249,9 @@ Status Simulator::prepare() {
   }
   links_ = axis_links(schedule_.mesh(), hardware_);
   sm_slowdown_ = options_.cost.sm_slowdown != 1.0;
+  contention_ = options_.contention;
+  record_trace_ = options_.record_trace;
+  record_ops_ = options_.record_ops;
   const std::size_t np = programs.size();
   const std::size_t nc = static_cast<std::size_t>(num_classes_);
   op_base_.resize(np + 1);
@@ -410,8 +418,10 @@ void Simulator::reset() {
   const std::size_t nc = static_cast<std::size_t>(num_classes_);
   const std::size_t ns = nc * kNumStreams;
   cursor_.resize(ns);
+  cursor_end_.resize(ns);
   for (std::uint32_t g = 0; g < ns; ++g) {
     cursor_[g] = list_begin_[list_of(g)];
+    cursor_end_[g] = list_end_[list_of(g)];
   }
   state_.assign(ns, StreamState::kReady);
   coll_pos_.assign(ns, 0);
@@ -485,13 +495,13 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
                        describe_op(cls, step_op_[pos])));
 }
 
-void Simulator::advance(std::uint32_t g) {
+[[gnu::always_inline]] inline void Simulator::advance(std::uint32_t g) {
   if (error_) [[unlikely]] {
     return;
   }
   const std::int32_t cls = static_cast<std::int32_t>(g / kNumStreams);
   const std::size_t c = static_cast<std::size_t>(cls);
-  const std::size_t end = static_cast<std::size_t>(list_end_[list_of(g)]);
+  const std::size_t end = static_cast<std::size_t>(cursor_end_[g]);
   // Everything the loop touches is loaded once here: none of these vectors is resized while a
   // stream advances, but the allocator calls would otherwise force a reload on every op.
   const Step* const steps = steps_.data();
@@ -501,8 +511,8 @@ void Simulator::advance(std::uint32_t g) {
   std::int64_t& total = mem_total_[c];
   MemoryResult& m = memory_[c];
   CachingAllocator& allocator = allocator_[c];
-  const bool record_ops = options_.record_ops;
-  const bool record_trace = options_.record_trace;
+  const bool record_ops = record_ops_;
+  const bool record_trace = record_trace_;
   // The cursor lives in a local while instant ops run, and is stored before anything that reads
   // it (collectives read every member's cursor).
   std::size_t pos = static_cast<std::size_t>(cursor_[g]);
@@ -738,7 +748,7 @@ void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
   flow.last = now_;
   flow.latency = latency;
   ++flow.generation;
-  if (!options_.contention || transfer.ps() == 0) {
+  if (!contention_ || transfer.ps() == 0) {
     queue_.push(now_ + transfer, EventKind::kFlowDone, static_cast<std::uint32_t>(id),
                 flow.generation);
     return;
@@ -817,10 +827,10 @@ void Simulator::on_op_done(std::uint32_t g) {
   } else {
     compute_intervals_[c].push_back(Interval{op_start_[g], now_});
   }
-  if (options_.record_trace) {
+  if (record_trace_) {
     trace_.push_back(TraceRecord{cls, step.stream, step_op_[pos], op_start_[g], now_});
   }
-  if (options_.record_ops) {
+  if (record_ops_) {
     op_log_.push_back(OpRecord{cls, step.stream, step_op_[pos], op_start_[g], now_, 0});
   }
   ++cursor_[g];
