@@ -28,17 +28,31 @@ static_assert(kNumStreams <= 7, "event_state_ keeps a waiting bit per stream in 
 
 enum class StreamState : std::uint8_t { kReady, kBusy, kBlockedEvent, kBlockedCollective, kDone };
 
-struct Interval {
-  SimTime start;
-  SimTime end;
-};
-
+// One collective of a class as it ran, for the statistics in finish().
 struct CommInterval {
   SimTime start;
   SimTime end;
+  SimDuration exposed;    // the part of [start, end) during which the class computed nothing
   std::int32_t coll = 0;  // index into Simulator::colls_
   StreamKind stream = StreamKind::kAllGather;
   OpKind kind = OpKind::kAllGather;
+};
+
+// Time accounting of one class, kept as the run goes so that the exposure of communication needs
+// no pass over interval lists afterwards. compute_before(t), the time before t during which at
+// least one compute op of the class ran, is compute_union plus the open stretch since
+// compute_since; the compute overlap of any [s, e) is compute_before(e) - compute_before(s), so a
+// collective (or a stretch of communication) records compute_before at its start and subtracts
+// at its end.
+struct ClassClock {
+  std::int32_t computing = 0;           // compute ops running
+  SimTime compute_since;                // when `computing` last became positive
+  std::int64_t compute_union = 0;       // ps with computing > 0 before compute_since
+  SimDuration compute;                  // sum of compute op durations
+  SimTime comm_since;                   // when the class's collectives in flight last became > 0
+  std::int64_t comm_compute_start = 0;  // compute_before(comm_since)
+  SimDuration communication;            // union of collective intervals so far
+  SimDuration exposed;                  // that union minus compute
 };
 
 // One collective in flight: every class of group type `type` runs it on stream `stream`. Its
@@ -77,23 +91,6 @@ struct CollStep {
   std::int32_t axis = 0;
   std::uint8_t link = 0;  // 1 inter-node, 0 intra-node
 };
-
-// Length of the overlap of [x.start, x.end) with the sorted, disjoint intervals `a`; `hint` only
-// moves forward, so calls with sorted disjoint x walk `a` once.
-SimDuration overlap(const std::vector<Interval>& a, SimTime start, SimTime end, std::size_t& hint) {
-  while (hint < a.size() && a[hint].end <= start) {
-    ++hint;
-  }
-  SimDuration total;
-  for (std::size_t j = hint; j < a.size() && a[j].start < end; ++j) {
-    const SimTime s = std::max(a[j].start, start);
-    const SimTime e = std::min(a[j].end, end);
-    if (s < e) {
-      total += e - s;
-    }
-  }
-  return total;
-}
 
 // d * factor rounded up; d itself for factor 1.
 SimDuration scaled(SimDuration d, double factor) {
@@ -155,6 +152,11 @@ class Simulator {
   std::int32_t current_op(std::uint32_t g) const {
     return step_op_[static_cast<std::size_t>(cursor_[g])];
   }
+  // Compute time of class c before now_ (see ClassClock).
+  std::int64_t compute_before(std::size_t c) const {
+    const ClassClock& k = clock_[c];
+    return k.compute_union + (k.computing > 0 ? (now_ - k.compute_since).ps() : 0);
+  }
   double compute_factor(std::int32_t cls) const {
     return classes_.straggler[static_cast<std::size_t>(cls)] != 0
                ? options_.straggler.compute_factor
@@ -187,7 +189,8 @@ class Simulator {
   std::vector<std::int64_t> list_begin_, list_end_;
   // Per class.
   std::vector<std::int64_t> event_base_, buffer_base_;
-  std::vector<std::int32_t> comm_active_;
+  std::vector<std::int32_t> comm_active_;  // collectives in flight
+  std::vector<ClassClock> clock_;
   std::vector<std::int32_t> link_load_;  // [class * 2 + link]: transferring flows
   // Per stream g = c * kNumStreams + s.
   std::vector<std::int64_t> cursor_;
@@ -195,6 +198,7 @@ class Simulator {
   std::vector<StreamState> state_;
   std::vector<std::int64_t> coll_pos_;
   std::vector<SimTime> op_start_, stream_end_time_;
+  std::vector<std::int64_t> coll_compute_start_;  // compute_before(op start) of a collective
   std::vector<std::uint32_t> generation_;
   std::vector<std::int64_t> work_left_;  // running compute op: ps of work at full speed
   std::vector<SimTime> work_since_;
@@ -220,7 +224,7 @@ class Simulator {
   // to reserve for its interval lists.
   std::vector<MemoryResult> init_memory_;
   std::vector<CachingAllocator> init_allocator_;
-  std::vector<std::size_t> compute_reserve_, comm_reserve_;
+  std::vector<std::size_t> comm_reserve_;
   std::size_t trace_reserve_ = 0;
 
   // Memory per class.
@@ -229,7 +233,6 @@ class Simulator {
   std::vector<MemoryResult> memory_;
   std::vector<CachingAllocator> allocator_;
 
-  std::vector<std::vector<Interval>> compute_intervals_;
   std::vector<std::vector<CommInterval>> comm_intervals_;
 
   EventQueue queue_;
@@ -265,7 +268,7 @@ Status Simulator::prepare() {
   list_begin_.resize(np * kNumStreams);
   list_end_.resize(np * kNumStreams);
   // Compute ops and collectives per program, to reserve the interval lists.
-  std::vector<std::size_t> compute_ops(np, 0), collectives(np, 0);
+  std::vector<std::size_t> collectives(np, 0);
   // Collective sequence (kind, axis) per stream of program 0, to check the others against.
   std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
   const auto& infos = schedule_.collectives();
@@ -291,7 +294,6 @@ Status Simulator::prepare() {
                                                      kNumStreams, ")"));
       }
       ++count[options_.overlap ? static_cast<std::size_t>(op.stream) : 0];
-      compute_ops[p] += is_compute(op.kind) ? 1u : 0u;
       collectives[p] += is_collective(op.kind) ? 1u : 0u;
     }
     std::array<std::int64_t, kNumStreams> fill{};
@@ -389,7 +391,6 @@ Status Simulator::prepare() {
   // The state every run starts from: resident buffers allocated, per class.
   init_memory_.assign(nc, MemoryResult());
   init_allocator_.assign(nc, CachingAllocator());
-  compute_reserve_.assign(nc, 0);
   comm_reserve_.assign(nc, 0);
   trace_reserve_ = 0;
   for (std::size_t c = 0; c < nc; ++c) {
@@ -407,7 +408,6 @@ Status Simulator::prepare() {
     m.peak_reserved_bytes = init_allocator_[c].reserved_bytes();
     m.fits = m.resident_bytes <= m.capacity_bytes;
     m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
-    compute_reserve_[c] = compute_ops[p];
     comm_reserve_[c] = collectives[p];
     trace_reserve_ += programs[p].ops.size();
   }
@@ -426,12 +426,14 @@ void Simulator::reset() {
   state_.assign(ns, StreamState::kReady);
   coll_pos_.assign(ns, 0);
   op_start_.assign(ns, SimTime());
+  coll_compute_start_.assign(ns, 0);
   stream_end_time_.assign(ns, SimTime());
   generation_.assign(ns, 0);
   work_left_.assign(ns, 0);
   work_since_.assign(ns, SimTime());
   work_slow_.assign(ns, 0);
   comm_active_.assign(nc, 0);
+  clock_.assign(nc, ClassClock());
   link_load_.assign(nc * 2, 0);
   pending_count_.assign(classes_.types.size() * kNumStreams, 0);
   pending_k_.assign(classes_.types.size() * kNumStreams, -1);
@@ -445,13 +447,10 @@ void Simulator::reset() {
   allocator_ = init_allocator_;
   mem_by_class_.resize(nc);
   mem_total_.resize(nc);
-  compute_intervals_.resize(nc);
   comm_intervals_.resize(nc);
   for (std::size_t c = 0; c < nc; ++c) {
     mem_by_class_[c] = init_memory_[c].resident_by_class;
     mem_total_[c] = init_memory_[c].resident_bytes;
-    compute_intervals_[c].clear();
-    compute_intervals_[c].reserve(compute_reserve_[c]);
     comm_intervals_[c].clear();
     comm_intervals_[c].reserve(comm_reserve_[c]);
   }
@@ -638,6 +637,9 @@ void Simulator::start_compute(std::uint32_t g, const Step& step) {
   const SimDuration d = scaled(SimDuration::ps(step.value), compute_factor(cls));
   state_[g] = StreamState::kBusy;
   op_start_[g] = now_;
+  if (ClassClock& k = clock_[static_cast<std::size_t>(cls)]; k.computing++ == 0) {
+    k.compute_since = now_;
+  }
   work_left_[g] = d.ps();
   work_since_[g] = now_;
   const bool slow = sm_slowdown_ && comm_active_[static_cast<std::size_t>(cls)] > 0;
@@ -662,7 +664,13 @@ void Simulator::rescale_compute(std::uint32_t g, bool slow) {
 
 void Simulator::comm_begin(std::int32_t cls) {
   const std::size_t c = static_cast<std::size_t>(cls);
-  if (comm_active_[c]++ != 0 || !sm_slowdown_) {
+  if (comm_active_[c]++ != 0) {
+    return;
+  }
+  ClassClock& k = clock_[c];
+  k.comm_since = now_;
+  k.comm_compute_start = compute_before(c);
+  if (!sm_slowdown_) {
     return;
   }
   for (std::uint32_t s = 0; s < kNumStreams; ++s) {
@@ -675,7 +683,14 @@ void Simulator::comm_begin(std::int32_t cls) {
 
 void Simulator::comm_end(std::int32_t cls) {
   const std::size_t c = static_cast<std::size_t>(cls);
-  if (--comm_active_[c] != 0 || !sm_slowdown_) {
+  if (--comm_active_[c] != 0) {
+    return;
+  }
+  ClassClock& k = clock_[c];
+  const SimDuration stretch = now_ - k.comm_since;
+  k.communication += stretch;
+  k.exposed += stretch - SimDuration::ps(compute_before(c) - k.comm_compute_start);
+  if (!sm_slowdown_) {
     return;
   }
   for (std::uint32_t s = 0; s < kNumStreams; ++s) {
@@ -725,6 +740,7 @@ void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
         colls_[static_cast<std::size_t>(steps_[static_cast<std::size_t>(cursor_[gm])].arg)];
     state_[gm] = StreamState::kBusy;
     op_start_[gm] = now_;
+    coll_compute_start_[gm] = compute_before(static_cast<std::size_t>(m));
     // The ring runs at the pace of its slowest member's link.
     transfer = std::max(transfer, scaled(coll.transfer, link_factor(m)));
     latency = std::max(latency, coll.latency);
@@ -822,10 +838,17 @@ void Simulator::on_op_done(std::uint32_t g) {
   const std::size_t pos = static_cast<std::size_t>(cursor_[g]);
   const Step& step = steps_[pos];
   if (is_collective(step.kind)) {
-    comm_intervals_[c].push_back(CommInterval{op_start_[g], now_, step.arg, step.stream, step.kind});
+    const SimDuration exposed =
+        (now_ - op_start_[g]) - SimDuration::ps(compute_before(c) - coll_compute_start_[g]);
+    comm_intervals_[c].push_back(
+        CommInterval{op_start_[g], now_, exposed, step.arg, step.stream, step.kind});
     ++coll_pos_[g];
   } else {
-    compute_intervals_[c].push_back(Interval{op_start_[g], now_});
+    ClassClock& k = clock_[c];
+    k.compute += now_ - op_start_[g];
+    if (--k.computing == 0) {
+      k.compute_union += (now_ - k.compute_since).ps();
+    }
   }
   if (record_trace_) {
     trace_.push_back(TraceRecord{cls, step.stream, step_op_[pos], op_start_[g], now_});
@@ -896,16 +919,16 @@ SimResult Simulator::finish() {
     for (std::size_t s = 0; s < kNumStreams; ++s) {
       cr.end = std::max(cr.end, stream_end_time_[c * kNumStreams + s]);
     }
-    const auto& comp = compute_intervals_[c];
-    for (const Interval& iv : comp) {
-      cr.compute += iv.end - iv.start;
-    }
-    auto& comm = comm_intervals_[c];
-    // Per (stream, axis): intervals of one stream are sorted and disjoint. The stat of a
-    // (stream, axis) and of a (kind, axis) is found through a table indexed by both (-1: none).
-    std::array<std::size_t, kNumStreams> hint{};
+    const ClassClock& clock = clock_[c];
+    cr.compute = clock.compute;
+    // The union of the class's communication and its part outside compute were accumulated as
+    // the run went (ClassClock), as was each collective's exposure.
+    cr.communication = clock.communication;
+    cr.exposed_communication = clock.exposed;
+    // The stat of a (stream, axis) and of a (kind, axis) is found through a table indexed by
+    // both (-1: none).
     std::fill(comm_slot.begin(), comm_slot.end(), -1);
-    for (const CommInterval& iv : comm) {
+    for (const CommInterval& iv : comm_intervals_[c]) {
       const std::size_t s = static_cast<std::size_t>(iv.stream);
       const CollStep& coll = colls_[static_cast<std::size_t>(iv.coll)];
       const std::size_t axis = static_cast<std::size_t>(coll.axis);
@@ -917,8 +940,7 @@ SimResult Simulator::finish() {
       CommStat& stat = cr.comm[static_cast<std::size_t>(slot)];
       ++stat.count;
       stat.busy += iv.end - iv.start;
-      // Intervals of different streams interleave in `comm`, so keep one hint per stream.
-      stat.exposed += (iv.end - iv.start) - overlap(comp, iv.start, iv.end, hint[s]);
+      stat.exposed += iv.exposed;
       std::int32_t& kind_slot = kind_slots[static_cast<std::size_t>(iv.kind) * ndim + axis];
       if (kind_slot < 0) {
         kind_slot = static_cast<std::int32_t>(kinds.size());
@@ -932,50 +954,6 @@ SimResult Simulator::finish() {
     std::sort(cr.comm.begin(), cr.comm.end(), [](const CommStat& a, const CommStat& b) {
       return std::pair(a.stream, a.axis) < std::pair(b.stream, b.axis);
     });
-    // Union of all communication, then the part of it outside compute.
-    // A stream runs its collectives one at a time, so each stream's intervals are in start order
-    // in `comm`: bucket them by stream and merge the buckets (linear, no sort). The union does
-    // not depend on how equal starts are ordered.
-    std::array<std::size_t, kNumStreams + 1> bucket{};
-    for (const CommInterval& iv : comm) {
-      ++bucket[static_cast<std::size_t>(iv.stream) + 1];
-    }
-    for (std::size_t s = 0; s < kNumStreams; ++s) {
-      bucket[s + 1] += bucket[s];
-    }
-    std::vector<Interval> by_stream(comm.size());
-    std::array<std::size_t, kNumStreams> next{};
-    std::copy_n(bucket.begin(), kNumStreams, next.begin());
-    for (const CommInterval& iv : comm) {
-      by_stream[next[static_cast<std::size_t>(iv.stream)]++] = Interval{iv.start, iv.end};
-    }
-    std::copy_n(bucket.begin(), kNumStreams, next.begin());
-    std::vector<Interval> all(comm.size());
-    for (Interval& out : all) {
-      std::size_t pick = kNumStreams;
-      for (std::size_t s = 0; s < kNumStreams; ++s) {
-        if (next[s] < bucket[s + 1] &&
-            (pick == kNumStreams || by_stream[next[s]].start < by_stream[next[pick]].start)) {
-          pick = s;
-        }
-      }
-      out = by_stream[next[pick]++];
-    }
-    FSDP_DCHECK(std::is_sorted(all.begin(), all.end(), [](const Interval& a, const Interval& b) {
-      return a.start < b.start;
-    }));
-    std::size_t h = 0;
-    std::size_t j = 0;
-    while (j < all.size()) {
-      Interval u = all[j++];
-      while (j < all.size() && all[j].start <= u.end) {
-        u.end = std::max(u.end, all[j++].end);
-      }
-      if (u.start < u.end) {
-        cr.communication += u.end - u.start;
-        cr.exposed_communication += (u.end - u.start) - overlap(comp, u.start, u.end, h);
-      }
-    }
     cr.overlap_fraction = cr.communication.ps() > 0
                               ? 1.0 - static_cast<double>(cr.exposed_communication.ps()) /
                                           static_cast<double>(cr.communication.ps())

@@ -73,6 +73,28 @@ TEST(SimulatorTest, WaitOrdersStreamsAndCollectivesOverlapCompute) {
   EXPECT_GT(r.collectives[0].bus_bytes_per_s(), 0.9e11);
 }
 
+// Compute on two streams at once (a hand-written schedule may do it): a collective under both is
+// hidden once, not twice, so its exposure is 0, not negative. The exposure subtracts the time
+// during which any compute runs.
+TEST(SimulatorTest, CollectiveUnderTwoConcurrentComputeOpsIsHiddenOnce) {
+  Op side = compute_op(OpKind::kForward, 100'000'000'000);  // 200 us
+  side.stream = StreamKind::kReduceScatter;
+  const Schedule s = single_class(
+      "dp=8", program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1'000'000),
+                          compute_op(OpKind::kForward, 100'000'000'000), side},
+                         0, 0));
+  const SimResult r = simulate(s, round_hardware()).value();
+  const ClassResult& c = r.classes[0];
+  const std::int64_t ag = 147'000'000;
+  EXPECT_EQ(r.step_time.ps(), 200'000'000);
+  EXPECT_EQ(c.compute.ps(), 400'000'000);  // the sum of the compute ops' durations
+  EXPECT_EQ(c.communication.ps(), ag);
+  EXPECT_EQ(c.exposed_communication.ps(), 0);
+  ASSERT_EQ(c.comm.size(), 1u);
+  EXPECT_EQ(c.comm[0].exposed.ps(), 0);
+  EXPECT_DOUBLE_EQ(c.overlap_fraction, 1.0);
+}
+
 TEST(SimulatorTest, MemoryFollowsAllocAndFreeAndReturnsToRest) {
   RankProgram p = program_of(
       {memory_op(OpKind::kAlloc, StreamKind::kAllGather, 0, 1000),
