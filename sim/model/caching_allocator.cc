@@ -71,6 +71,7 @@ std::int32_t CachingAllocator::find_class_unindexed(const Pool& pool, std::int64
 }
 
 void CachingAllocator::reindex(Pool& pool) {
+  pool.memo_size = 0;
   pool.indexed = pool.classes.size() <= kIndexSlots / 2;
   if (!pool.indexed) {
     return;
@@ -131,7 +132,11 @@ CachingAllocator::Handle CachingAllocator::allocate_uncached(std::uint8_t pool, 
   Pool& p = pools_[pool];
   // Best fit: the smallest cached block of this stream's pool that holds the request, the lowest
   // address among the blocks of that size. No class of exactly `size` holds a block.
-  auto c = first_class(p.classes, size);
+  if (p.memo_size != size) {
+    p.memo_size = size;
+    p.memo_first = static_cast<std::size_t>(first_class(p.classes, size) - p.classes.begin());
+  }
+  auto c = p.classes.begin() + static_cast<std::ptrdiff_t>(p.memo_first);
   while (c != p.classes.end() && c->blocks.empty()) {
     ++c;
   }

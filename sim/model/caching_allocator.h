@@ -115,6 +115,11 @@ class CachingAllocator {
     bool indexed = true;  // classes.size() <= kIndexSlots / 2, and the slots index them
     std::array<std::int64_t, kIndexSlots> slot_size{};  // 0: an empty slot (sizes are >= 512)
     std::array<std::int32_t, kIndexSlots> slot_class{};
+    // The last request that found no cached block of its exact size, and the first class at
+    // least as large: FSDP repeats the same split (a buffer cut from a slightly larger block) on
+    // every layer. Depends on the class sizes only, so reindex() forgets it.
+    std::int64_t memo_size = 0;
+    std::size_t memo_first = 0;
   };
   // The first class of `classes` whose size is >= `size`.
   static std::vector<SizeClass>::iterator first_class(std::vector<SizeClass>& classes,
