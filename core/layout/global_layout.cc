@@ -35,22 +35,20 @@ Expected<GlobalLayout> GlobalLayout::make(std::vector<Shape> tensor_shapes,
                                           std::int64_t size,
                                           std::vector<std::int64_t> rank_to_offset) {
   return make_impl(std::move(tensor_shapes), std::move(tensor_to_offset), size,
-                   std::move(rank_to_offset), nullptr, nullptr);
+                   std::move(rank_to_offset), nullptr);
 }
 
 Expected<GlobalLayout> internal::make_layout_with_start_order(
-    std::vector<Shape> tensor_shapes, std::vector<std::int64_t> tensor_to_offset,
-    std::int64_t size, std::vector<std::int64_t> rank_to_offset,
-    std::span<const std::int64_t> numels, std::span<const std::uint32_t> start_order) {
+    std::vector<Shape> tensor_shapes, std::vector<std::int64_t> tensor_to_offset, std::int64_t size,
+    std::vector<std::int64_t> rank_to_offset, std::span<const std::uint32_t> start_order) {
   return GlobalLayout::make_impl(std::move(tensor_shapes), std::move(tensor_to_offset), size,
-                                 std::move(rank_to_offset), &numels, &start_order);
+                                 std::move(rank_to_offset), &start_order);
 }
 
 Expected<GlobalLayout> GlobalLayout::make_impl(std::vector<Shape> tensor_shapes,
                                                std::vector<std::int64_t> tensor_to_offset,
                                                std::int64_t size,
                                                std::vector<std::int64_t> rank_to_offset,
-                                               const std::span<const std::int64_t>* numels,
                                                const std::span<const std::uint32_t>* start_order) {
   // Invariant 1: size and one offset per shape.
   if (size < 0) {
@@ -78,12 +76,12 @@ Expected<GlobalLayout> GlobalLayout::make_impl(std::vector<Shape> tensor_shapes,
     return invalid(str_cat("rank ", rank_to_offset.size() - 1, " offset ", rank_to_offset.back(),
                            " exceeds layout size ", size, "; expected at most ", size));
   }
-  // Invariant 3: every tensor inside [0, size). Also checks the fast path's numels hint.
+  // Invariant 3: every tensor inside [0, size).
   const std::size_t n = tensor_shapes.size();
-  bool hint_ok = numels != nullptr && start_order != nullptr && numels->size() == n;
-  // For the order check below: each tensor's start and numel side by side, so that a tensor
-  // visited in start order costs one random read instead of two (one into the offsets, one into
-  // the numels), which at a million tensors are cache misses.
+  const bool hint_ok = start_order != nullptr;
+  // For the order check below: each tensor's start and numel side by side, written in this
+  // sequential pass, so that a tensor visited in start order costs one random read instead of two
+  // (the offsets and the shapes by id), which at a million tensors are cache misses.
   struct Extent {
     std::int64_t start = 0;
     std::int64_t numel = 0;
@@ -96,7 +94,6 @@ Expected<GlobalLayout> GlobalLayout::make_impl(std::vector<Shape> tensor_shapes,
   for (std::size_t i = 0; i < tensor_shapes.size(); ++i) {
     const std::int64_t numel = tensor_shapes[i].numel();
     non_empty += numel > 0 ? 1 : 0;
-    hint_ok = hint_ok && (*numels)[i] == numel;
     if (hint_ok) {
       extent_of.push_back({tensor_to_offset[i], numel});
     }

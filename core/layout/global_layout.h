@@ -17,14 +17,12 @@ class GlobalLayout;
 
 namespace internal {
 // The builders' fast path to GlobalLayout::make, with the same checks and result. start_order is a
-// hint: the ids of the non-empty tensors by start, and numels the numel of every tensor by id. When
-// they describe the layout exactly, the overlap check is one pass over them instead of a sort;
-// otherwise make's general check runs.
+// hint: the ids of the non-empty tensors by start. When it describes the layout exactly, the
+// overlap check is one pass over it instead of a sort; otherwise make's general check runs.
 Expected<GlobalLayout> make_layout_with_start_order(std::vector<Shape> tensor_shapes,
                                                     std::vector<std::int64_t> tensor_to_offset,
                                                     std::int64_t size,
                                                     std::vector<std::int64_t> rank_to_offset,
-                                                    std::span<const std::int64_t> numels,
                                                     std::span<const std::uint32_t> start_order);
 }  // namespace internal
 
@@ -65,13 +63,12 @@ class GlobalLayout {
  private:
   friend Expected<GlobalLayout> internal::make_layout_with_start_order(
       std::vector<Shape>, std::vector<std::int64_t>, std::int64_t, std::vector<std::int64_t>,
-      std::span<const std::int64_t>, std::span<const std::uint32_t>);
-  // make's checks; numels and start_order may be null (the general check).
+      std::span<const std::uint32_t>);
+  // make's checks; start_order may be null (the general check).
   static Expected<GlobalLayout> make_impl(std::vector<Shape> tensor_shapes,
                                           std::vector<std::int64_t> tensor_to_offset,
                                           std::int64_t size,
                                           std::vector<std::int64_t> rank_to_offset,
-                                          const std::span<const std::int64_t>* numels,
                                           const std::span<const std::uint32_t>* start_order);
   static GlobalLayout assemble(std::vector<Shape> tensor_shapes,
                                std::vector<std::int64_t> tensor_to_offset, std::int64_t size,

@@ -246,12 +246,11 @@ Error overflow_error(std::string_view what) {
                               "; expected a total size of at most ", kInt64Max, " elements"));
 }
 
-// What padded_offsets produces: the offsets by id, the numels by id, the non-empty tensors'
-// ids in order of offset (GlobalLayout's fast overlap check; empty when n >= 2^32), and the end
-// of the last placement ("next" after the tail).
+// What padded_offsets produces: the offsets by id, the non-empty tensors' ids in order of offset
+// (GlobalLayout's fast overlap check; empty when n >= 2^32), and the end of the last placement
+// ("next" after the tail).
 struct PaddedPlacement {
   std::vector<std::int64_t> offsets;
-  HugePageVector<std::int64_t> numel_of;
   HugePageVector<std::uint32_t> start_order;
   std::int64_t end = 0;
 };
@@ -323,8 +322,6 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
   // carries each fragment's index f among the fragments, and f finds its id and alignment.
   // One pass over the shapes fills all of these, so each list is reserved for n entries: only the
   // pages written are ever touched.
-  HugePageVector<std::int64_t>& numel_of = out.numel_of;  // by id, for GlobalLayout's check
-  numel_of.reserve(n);
   HugePageVector<RegularRecord<Idx>> regulars;
   regulars.reserve(n);
   HugePageVector<FragmentIdAlign<Idx, Val>> frag_by_f;
@@ -338,7 +335,6 @@ Expected<PaddedPlacement> padded_offsets_impl(std::span<const Shape> shapes,
   }
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t numel = shapes[i].numel();
-    numel_of.push_back(numel);
     if (numel >= chunk) {
       regulars.push_back({numel, static_cast<Idx>(i), false});
       continue;
@@ -592,10 +588,9 @@ Expected<GlobalLayout> padded_layout(std::span<const Shape> shapes, std::vector<
   for (std::size_t k = 0; k < rank_to_offset.size(); ++k) {
     rank_to_offset[k] = static_cast<std::int64_t>(k) * segment;
   }
-  FSDP_TRY(GlobalLayout layout,
-           internal::make_layout_with_start_order(
-               take_shapes(shapes, owned), std::move(placement.offsets), size,
-               std::move(rank_to_offset), placement.numel_of, placement.start_order));
+  FSDP_TRY(GlobalLayout layout, internal::make_layout_with_start_order(
+                                    take_shapes(shapes, owned), std::move(placement.offsets), size,
+                                    std::move(rank_to_offset), placement.start_order));
   // Step 7.
   const Status valid = validate_for_row_atomic(layout, block_size);
   FSDP_CHECK(valid.ok()) << "padded layout failed validation: " << valid.error().message();
@@ -725,9 +720,9 @@ Expected<GlobalLayout> tensor_atomic_layout(std::span<const Shape> shapes,
       }
     }
   }
-  FSDP_TRY(GlobalLayout layout, internal::make_layout_with_start_order(
-                                    take_shapes(shapes, owned), std::move(offsets), size,
-                                    std::move(rank_to_offset), numel_of, start_order));
+  FSDP_TRY(GlobalLayout layout,
+           internal::make_layout_with_start_order(take_shapes(shapes, owned), std::move(offsets),
+                                                  size, std::move(rank_to_offset), start_order));
   const Status valid = validate_for_tensor_atomic(layout);
   FSDP_CHECK(valid.ok()) << "tensor-atomic layout failed validation: " << valid.error().message();
   return layout;

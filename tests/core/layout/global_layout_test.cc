@@ -103,6 +103,35 @@ TEST(GlobalLayoutTest, RejectsOverlap) {
                        {"tensor 1 shape (4,) range [3, 7) overlaps tensor 0"}));
 }
 
+// The builders' fast path: a start order that describes the layout is accepted as make would;
+// an order that is wrong, incomplete or repeats a tensor never lets an overlap through (make's
+// general check decides, with its error), and never rejects a valid layout.
+TEST(GlobalLayoutTest, StartOrderHintGivesMakesResult) {
+  using Order = std::vector<std::uint32_t>;
+  const auto with_order = [](std::vector<Shape> s, V offsets, std::int64_t size, Order order) {
+    return internal::make_layout_with_start_order(std::move(s), std::move(offsets), size, {0},
+                                                  order);
+  };
+  // Tensor 1 [0, 12), tensor 2 (empty), tensor 0 [12, 28), tensor 3 [28, 31).
+  const std::vector<Shape> ok = shapes({{4, 4}, {2, 6}, {0}, {3}});
+  const V ok_offsets = {12, 0, 5, 28};
+  const auto expected = make(ok, ok_offsets, 40, {0});
+  ASSERT_TRUE(expected.has_value());
+  for (const Order& order : {Order{1, 0, 3}, Order{0, 1, 3}, Order{1, 0}, Order{1, 0, 3, 3},
+                             Order{1, 1, 3}, Order{1, 0, 9}, Order{}}) {
+    const auto got = with_order(ok, ok_offsets, 40, order);
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, *expected);
+  }
+  // Tensor 0 [10, 26) overlaps tensor 1 [0, 12): no order, right or wrong, hides it.
+  for (const Order& order : {Order{1, 0, 2}, Order{0, 1, 2}, Order{1, 2}, Order{1, 1, 2}}) {
+    EXPECT_TRUE(is_error(with_order(shapes({{4, 4}, {2, 6}, {3}}), {10, 0, 26}, 40, order),
+                         ErrorCode::kInvalidArgument,
+                         {"tensor 0 shape (4, 4) range [10, 26) overlaps tensor 1 shape (2, 6) "
+                          "range [0, 12)"}));
+  }
+}
+
 TEST(GlobalLayoutTest, EqualityComparesAllFields) {
   const auto a = make(shapes({{2}, {3}}), {0, 2}, 6, {0, 3});
   const auto b = make(shapes({{2}, {3}}), {0, 2}, 6, {0, 3});
