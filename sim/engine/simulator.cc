@@ -267,7 +267,7 @@ Status Simulator::prepare() {
   std::int64_t filled = 0;
   list_begin_.resize(np * kNumStreams);
   list_end_.resize(np * kNumStreams);
-  // Compute ops and collectives per program, to reserve the interval lists.
+  // Collectives per program, to reserve the collective lists.
   std::vector<std::size_t> collectives(np, 0);
   // Collective sequence (kind, axis) per stream of program 0, to check the others against.
   std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
