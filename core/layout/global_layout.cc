@@ -78,7 +78,8 @@ Expected<GlobalLayout> GlobalLayout::make_impl(std::vector<Shape> tensor_shapes,
   }
   // Invariant 3: every tensor inside [0, size).
   const std::size_t n = tensor_shapes.size();
-  const bool hint_ok = start_order != nullptr;
+  // An empty order (the builders pass one when ids do not fit 32 bits) gives nothing to check.
+  const bool hint_ok = start_order != nullptr && !start_order->empty();
   // For the order check below: each tensor's start and numel side by side, written in this
   // sequential pass, so that a tensor visited in start order costs one random read instead of two
   // (the offsets and the shapes by id), which at a million tensors are cache misses.
