@@ -141,11 +141,4 @@ Expected<Schedule> build_schedule_from_options(const RunOptions& options) {
   return build_schedule(model, config, workload);
 }
 
-Expected<PlanPadding> plan_padding_from_options(const RunOptions& options) {
-  FSDP_TRY(Model model, load_model_argument(options.model));
-  FSDP_TRY(FsdpConfig config, make_config(options));
-  FSDP_TRY(ShardPlan plan, make_shard_plan(model, config));
-  return plan_padding(plan);
-}
-
 }  // namespace fsdp::cli

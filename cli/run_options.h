@@ -11,7 +11,6 @@
 #include "core/hardware/hardware.h"
 #include "core/model/model.h"
 #include "core/policy/fsdp_config.h"
-#include "core/schedule/plan_padding.h"
 #include "core/schedule/schedule_builder.h"
 
 #include <boost/program_options.hpp>
@@ -57,8 +56,5 @@ Expected<Workload> make_workload(const RunOptions& options);
 
 // The model, config and workload of `options`, and the schedule built from them.
 Expected<Schedule> build_schedule_from_options(const RunOptions& options);
-
-// The padding of the options' shard plan (model, config): what the layouts waste.
-Expected<PlanPadding> plan_padding_from_options(const RunOptions& options);
 
 }  // namespace fsdp::cli

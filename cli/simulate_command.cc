@@ -180,10 +180,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (!result) {
     return report_error(io, result.error().with_context("while simulating"));
   }
-  auto padding = plan_padding_from_options(options);
-  if (!padding) {
-    return report_error(io, padding.error());
-  }
+  const PlanPadding* padding = &schedule->padding();
   if (format == "json") {
     nlohmann::json json = sim::sim_result_to_json(*result, *schedule, *hardware);
     json["padding"] = {{"flat_elements", padding->flat_elements},

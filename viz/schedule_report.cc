@@ -140,7 +140,9 @@ nlohmann::json schedule_to_json(const Schedule& schedule) {
                          {"unit", c.unit},
                          {"group", c.group},
                          {"dtype", to_string(c.dtype)},
-                         {"what", c.what}};
+                         {"what", to_string(c.leg)},
+                         {"geometry_group", c.geometry_group},
+                         {"leg_step", c.leg_step}};
     if (!c.member_elements.empty()) {
       cj["member_elements"] = c.member_elements;
     }
@@ -154,7 +156,8 @@ nlohmann::json schedule_to_json(const Schedule& schedule) {
       resident.push_back({{"class", to_string(b.buffer_class)},
                           {"unit", b.unit},
                           {"group", b.group},
-                          {"what", b.what},
+                          {"what", to_string(b.kind)},
+                          {"geometry_group", b.geometry_group},
                           {"dtype", to_string(b.dtype)},
                           {"elements", b.elements},
                           {"bytes", b.bytes}});
@@ -186,6 +189,17 @@ nlohmann::json schedule_to_json(const Schedule& schedule) {
       } else {
         oj["flops"] = op.flops;
         oj["mem_bytes"] = op.mem_bytes;
+      }
+      if (op.num_operands > 0) {
+        nlohmann::json operands = nlohmann::json::array();
+        for (const Operand& o : p.operands_of(op)) {
+          operands.push_back({{"space", to_string(o.space)},
+                              {"buffer", o.buffer},
+                              {"access", to_string(o.access)},
+                              {"group", o.group},
+                              {"extent", to_string(o.extent)}});
+        }
+        oj["operands"] = std::move(operands);
       }
       ops.push_back(std::move(oj));
     }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Executor: runs one rank's RankProgram of the schedule IR for real, op for op in program order
-// (never a re-derived schedule): allocs and frees in the device's Arena with the IR's byte counts,
-// records and waits, all-gathers of weight shards found at their GlobalLayout offsets (the
-// core/schedule/shard_plan.h of the builder), forward/backward/recompute through a HostDecoder,
-// grad copies, reduce-scatters and finalising all-reduces with the FSDP averaging rule
-//   final grad = grad_scale / |dp mesh| * sum over ranks and microbatches of the local grads,
-// the optimizer update on the sharded fp32 main weights. Real training needs fp32 compute, main
-// params and grads. One executor per rank; not thread-safe (one host thread issues).
+// Executor: runs one rank's RankProgram of a verified Schedule for real, op for op in program
+// order, and nothing else: every buffer an op touches is one of its operands (transient buffers
+// in the device's Arena with the IR's byte counts, resident buffers as the IR lists them), every
+// range a collective moves comes from the schedule's geometry (core/schedule/group_geometry.h),
+// forward/backward/recompute run through a HostDecoder, gradients are accumulated with the
+// schedule's gradient scale (grad_scale / |dp mesh|, the FSDP averaging rule), and the optimizer
+// updates the sharded fp32 main weights. Real training needs fp32 compute, main params and grads.
+// One executor per rank; not thread-safe (one host thread issues).
 #pragma once
 
 #include <cstdint>
@@ -20,14 +20,14 @@
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/layout/global_layout.h"
-#include "core/model/model.h"
-#include "core/policy/fsdp_config.h"
+#include "core/policy/optimizer_policy.h"
 #include "core/schedule/schedule.h"
 
 namespace fsdp::exec {
 
 // One executed op of the IR with its measured interval (device clock), for the comparison with
-// the simulator (issue 7): collectives carry the bytes this rank moved (Op::bytes).
+// the simulator (docs/design/fidelity.md): collectives carry the bytes this rank moved
+// (Op::bytes).
 struct OpTiming {
   std::int64_t step = 0;
   std::int32_t op = 0;  // index into the rank's RankProgram::ops
@@ -42,9 +42,9 @@ struct OpTiming {
 // checks on real data. `in` and `out` are ranges of the group's GlobalLayout (Schedule::
 // collectives()[collective] names the unit, group and leg); `input` and `output` hold the values
 // of those elements. An all-reduce works in place: `input` is then empty and `output` holds the
-// result. A gradient reduce-scatter (leg grad_reduce) also shows the main-grad accumulator over
-// `out` after the executor added grad_scale / |dp| times the output to it (`overwrote`: it was set,
-// not added to; then `output` may alias it). The spans point into the device's memory (host
+// result. A reduce-scatter with an accumulator operand (the last step of a grad_reduce leg) also
+// shows the accumulator over `out` after the executor added the schedule's gradient scale times
+// the output to it (`overwrote`: it was set, not added to; then `output` may alias it). The spans point into the device's memory (host
 // memory on the CPU device) and are valid only during the call.
 struct CollectiveObservation {
   std::int64_t rank = 0;
@@ -71,13 +71,13 @@ struct ExecutorOptions {
 
 class Executor {
  public:
-  // Checks everything before touching the device: the rank is in the mesh; every group is fp32
-  // (compute, main params, grads, main grads: "real training needs fp32 ...; got ..."); each
-  // redistribute leg has the shape this executor implements; the collectives table matches the
-  // shard plan; initial values have the model's shapes. Then allocates the resident buffers
-  // (main weights from `initial`, main grads, optimizer state) on the host.
-  static Expected<std::unique_ptr<Executor>> make(const Model& model, const FsdpConfig& config,
-                                                  const Schedule& schedule, std::int64_t rank,
+  // Checks what this executor implements before touching the device: the rank is in the mesh
+  // and the communicators match it; every group is fp32 (compute, main params, grads, main
+  // grads: "real training needs fp32 ...; got ..."); each redistribute leg has a shape the
+  // executor implements; every collective names its geometry; initial values have the layouts'
+  // tensor sizes ([unit][param] in Model order). The schedule itself is trusted (it is verified).
+  // Then allocates the schedule's resident buffers (main weights from `initial`).
+  static Expected<std::unique_ptr<Executor>> make(const Schedule& schedule, std::int64_t rank,
                                                   const backend::ParamValues& initial,
                                                   backend::HostDecoder* decoder, Device* device,
                                                   CommunicatorSet* comms,

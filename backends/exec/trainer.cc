@@ -58,7 +58,7 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;
   FSDP_TRY(std::unique_ptr<Executor> executor,
-           Executor::make(setup.model, setup.config, setup.schedule, rank, setup.initial,
+           Executor::make(setup.schedule, rank, setup.initial,
                           decoder.get(), &device, &comms, options));
   RankResult result;
   result.rank = rank;

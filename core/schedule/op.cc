@@ -39,6 +39,8 @@ std::string_view to_string(OpKind kind) {
       return "cast";
     case OpKind::kOptimizerStep:
       return "optimizer-step";
+    case OpKind::kGradAccumulate:
+      return "grad-accumulate";
     case OpKind::kRecord:
       return "record";
     case OpKind::kWait:

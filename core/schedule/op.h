@@ -28,6 +28,7 @@ enum class OpKind : std::uint8_t {
   kGradCopy,       // copy autograd grads into the partial-grad buffer (`mem_bytes`)
   kCast,           // cast main weights into model weights after the step (`mem_bytes`)
   kOptimizerStep,  // the optimizer update over this rank's shard (`flops`, `mem_bytes`)
+  kGradAccumulate,  // add a local gradient into the main-grad accumulator (`mem_bytes`)
   kRecord,         // record event `event` on this stream
   kWait,           // this stream waits until event `event` has been recorded and reached
 };
@@ -63,6 +64,9 @@ struct Op {
   std::int64_t bytes = 0;        // allocation size; collective payload of this rank
   std::int64_t flops = 0;        // compute ops
   std::int64_t mem_bytes = 0;    // compute ops: bytes read and written
+  // The op's operands: RankProgram::operands[first_operand, first_operand + num_operands).
+  std::int32_t first_operand = 0;
+  std::int32_t num_operands = 0;
   friend bool operator==(const Op&, const Op&) = default;
 };
 
@@ -76,7 +80,8 @@ inline bool is_collective(OpKind k) {
 }
 inline bool is_compute(OpKind k) {
   return k == OpKind::kForward || k == OpKind::kBackward || k == OpKind::kRecompute ||
-         k == OpKind::kGradCopy || k == OpKind::kCast || k == OpKind::kOptimizerStep;
+         k == OpKind::kGradCopy || k == OpKind::kCast || k == OpKind::kOptimizerStep ||
+         k == OpKind::kGradAccumulate;
 }
 
 }  // namespace fsdp

@@ -6,9 +6,9 @@
 
 namespace fsdp {
 
-Expected<PlanPadding> plan_padding(const ShardPlan& plan) {
+Expected<PlanPadding> plan_padding(const ShardGeometry& geometry) {
   PlanPadding p;
-  for (const GroupShardPlan& g : plan.groups) {
+  for (const GroupGeometry& g : geometry.groups) {
     const std::int64_t size = g.layout.size();
     const std::int64_t pad = size - g.numel;
     std::int64_t bytes = 0;

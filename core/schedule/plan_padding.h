@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// PlanPadding: what a shard plan's layouts waste on padding and alignment gaps (the §2 padded
+// PlanPadding: what the groups' layouts waste on padding and alignment gaps (the §2 padded
 // layouts round every shard up to whole rows per rank). Every unsharded buffer and every
 // all-gather / reduce-scatter carries these elements, so they cost bandwidth and memory.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "core/base/expected.h"
-#include "core/schedule/shard_plan.h"
+#include "core/schedule/group_geometry.h"
 
 namespace fsdp {
 
@@ -28,6 +28,6 @@ struct PlanPadding {
 };
 
 // Errors (kOutOfRange): totals beyond int64.
-Expected<PlanPadding> plan_padding(const ShardPlan& plan);
+Expected<PlanPadding> plan_padding(const ShardGeometry& geometry);
 
 }  // namespace fsdp

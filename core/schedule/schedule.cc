@@ -4,36 +4,56 @@
 #include <utility>
 
 #include "core/base/check.h"
+#include "core/schedule/schedule_verifier.h"
 
 namespace fsdp {
 
-Schedule::Schedule(DeviceMesh mesh, bool unified_streams, std::int64_t num_microbatches,
-                   std::vector<RankProgram> programs, std::vector<std::int32_t> rank_class,
-                   std::vector<CollectiveInfo> collectives, std::vector<std::string> unit_names)
-    : mesh_(std::move(mesh)),
-      unified_streams_(unified_streams),
-      num_microbatches_(num_microbatches),
-      programs_(std::move(programs)),
-      rank_class_(std::move(rank_class)),
-      collectives_(std::move(collectives)),
-      unit_names_(std::move(unit_names)) {
-  FSDP_CHECK(static_cast<std::int64_t>(rank_class_.size()) == mesh_.size())
-      << rank_class_.size() << " vs " << mesh_.size();
+std::string_view to_string(ResidentKind kind) {
+  switch (kind) {
+    case ResidentKind::kMainWeight:
+      return "main_weight";
+    case ResidentKind::kModelWeight:
+      return "model_weight";
+    case ResidentKind::kMainGrad:
+      return "main_grad";
+    case ResidentKind::kOptimizerState:
+      return "optimizer_state";
+  }
+  return "?";
+}
+
+const ShardGeometry& ScheduleParts::groups() const {
+  static const ShardGeometry kNone;
+  return geometry ? *geometry : kNone;
+}
+
+bool operator==(const ScheduleParts& a, const ScheduleParts& b) {
+  return a.mesh == b.mesh && a.unified_streams == b.unified_streams &&
+         a.num_microbatches == b.num_microbatches &&
+         a.gradient_scale == b.gradient_scale && a.programs == b.programs &&
+         a.rank_class == b.rank_class && a.collectives == b.collectives &&
+         a.unit_names == b.unit_names && a.groups() == b.groups();
+}
+
+Expected<Schedule> Schedule::make(ScheduleParts parts) {
+  FSDP_RETURN_IF_ERROR(verify_schedule(parts));
+  FSDP_TRY(PlanPadding padding, plan_padding(parts.groups()));
+  return Schedule(std::move(parts), padding);
 }
 
 const RankProgram& Schedule::program_of_rank(std::int64_t rank) const {
-  FSDP_CHECK(rank >= 0 && rank < mesh_.size()) << rank;
-  return programs_[static_cast<std::size_t>(rank_class_[static_cast<std::size_t>(rank)])];
+  FSDP_CHECK(rank >= 0 && rank < mesh().size()) << rank;
+  return programs()[static_cast<std::size_t>(rank_class()[static_cast<std::size_t>(rank)])];
 }
 
 CollectiveSummary Schedule::collective_summary() const {
   CollectiveSummary summary;
-  if (programs_.empty()) {
+  if (programs().empty()) {
     return summary;
   }
-  for (const Op& op : programs_.front().ops) {
+  for (const Op& op : programs().front().ops) {
     if (is_collective(op.kind)) {
-      ++summary[std::string(to_string(op.kind))][mesh_.axis_name(op.axis)];
+      ++summary[std::string(to_string(op.kind))][mesh().axis_name(op.axis)];
     }
   }
   return summary;

@@ -5,7 +5,9 @@
 #include "core/schedule/schedule_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -18,19 +20,14 @@
 namespace fsdp {
 namespace {
 
-// A redistribute step with the elements this rank moves and, on a 1-D mesh with unequal shards,
-// every member's count.
-struct CommStep {
-  OpKind kind = OpKind::kAllGather;
-  std::int32_t axis = 0;
-  std::int32_t collective = -1;  // index into the schedule's collectives
-};
-
-// A group's plan (core/schedule/shard_plan.h) plus the indices of its legs' collectives.
-struct GroupPlan : GroupShardPlan {
-  explicit GroupPlan(GroupShardPlan plan) : GroupShardPlan(std::move(plan)) {}
-  std::vector<std::int32_t> unshard_collectives, sync_collectives, reduce_collectives,
-      finalize_collectives;
+// A group's geometry (core/schedule/group_geometry.h) plus, per leg, the indices of its
+// collectives in the schedule's table.
+struct GroupPlan {
+  const GroupGeometry* geo = nullptr;
+  std::array<std::vector<std::int32_t>, kNumCollectiveLegs> collectives;
+  const std::vector<std::int32_t>& of(CollectiveLeg leg) const {
+    return collectives[static_cast<std::size_t>(leg)];
+  }
 };
 
 struct UnitPlan {
@@ -42,7 +39,7 @@ struct UnitPlan {
 // payload (one byte per element each) and one E8M0 scale byte per 32-element block of each
 // plane, counted as fp8 (one-byte) elements; both planes are gathered per unshard (§4.5, as the
 // MCore/TE integration asks for both usages). Other groups: n.
-Expected<std::int64_t> weight_elements(const GroupPlan& g, std::int64_t n) {
+Expected<std::int64_t> weight_elements(const GroupGeometry& g, std::int64_t n) {
   if (!g.mxfp8) {
     return n;
   }
@@ -64,7 +61,7 @@ std::vector<AxisPlacement> axis_placements(const std::vector<Placement>& ps) {
 }
 
 // Local element count of `rank` for placements `ps` of layout `layout`.
-Expected<std::int64_t> local_elements(const GroupPlan& g, const std::vector<Placement>& ps,
+Expected<std::int64_t> local_elements(const GroupGeometry& g, const std::vector<Placement>& ps,
                                       std::int64_t rank) {
   FSDP_TRY(MeshCoordinate coord, g.placements.dp_coordinate(rank));
   const std::vector<AxisPlacement> aps = axis_placements(ps);
@@ -72,24 +69,9 @@ Expected<std::int64_t> local_elements(const GroupPlan& g, const std::vector<Plac
   return r.numel;
 }
 
-OpKind collective_kind(RedistributeKind k) {
-  switch (k) {
-    case RedistributeKind::kAllGather:
-      return OpKind::kAllGather;
-    case RedistributeKind::kReduceScatter:
-      return OpKind::kReduceScatter;
-    case RedistributeKind::kAllReduce:
-      return OpKind::kAllReduce;
-    case RedistributeKind::kView:
-    case RedistributeKind::kRelabel:
-      break;
-  }
-  return OpKind::kRecord;  // no communication
-}
-
 // The elements this rank moves in a step: all-gather contributes its input shard, reduce-scatter
 // receives its output shard, all-reduce reduces its (unchanged) local range.
-Expected<std::int64_t> step_elements(const GroupPlan& g, const std::vector<Placement>& before,
+Expected<std::int64_t> step_elements(const GroupGeometry& g, const std::vector<Placement>& before,
                                      const RedistributeStep& step, const Placement& target,
                                      std::int64_t rank) {
   if (step.kind == RedistributeKind::kReduceScatter) {
@@ -100,7 +82,8 @@ Expected<std::int64_t> step_elements(const GroupPlan& g, const std::vector<Place
   return local_elements(g, before, rank);
 }
 
-// Builds one rank class's program.
+// Builds one rank class's program. The builder knows, while it emits each op, which buffers the
+// op reads and writes; it writes them down as the op's operands (core/schedule/operand.h).
 class ProgramBuilder {
  public:
   ProgramBuilder(const Model& model, const FsdpConfig& config, const Workload& workload,
@@ -123,6 +106,7 @@ class ProgramBuilder {
     main_grad_buffer_.assign(groups.size(), -1);
     final_grad_buffer_.assign(groups.size(), -1);
     unit_grad_buffer_.assign(groups.size(), -1);
+    resident_.assign(groups.size(), GroupResident{});
     activation_buffer_.assign(units.size(), -1);
     forward_position_.assign(units.size(), -1);
     backward_position_.assign(units.size(), -1);
@@ -172,6 +156,68 @@ class ProgramBuilder {
   }
 
  private:
+  // Indices into RankProgram::resident of a group's resident buffers; -1 where it has none.
+  struct GroupResident {
+    std::int32_t main_weight = -1;
+    std::int32_t model_weight = -1;  // -1 when the model weight aliases the main weight
+    std::int32_t main_grad = -1;
+    std::int32_t optimizer_state = -1;
+  };
+
+  const GroupGeometry& geo(std::int32_t gi) const {
+    return *groups_[static_cast<std::size_t>(gi)].geo;
+  }
+
+  // --- operands -------------------------------------------------------------------------------
+  static Operand transient(std::int32_t buffer, Access access, std::int32_t gi, Extent extent) {
+    return Operand{BufferSpace::kTransient, access, extent, buffer, gi};
+  }
+  static Operand resident(std::int32_t index, Access access, std::int32_t gi, Extent extent) {
+    return Operand{BufferSpace::kResident, access, extent, index, gi};
+  }
+
+  // The weights compute reads for a group (§4.5): the unsharded buffer; for a replicated
+  // parameter, the synced model weight (ZeRO-1/2), else the resident model weight (no-shard).
+  Operand weight_operand(std::int32_t gi) const {
+    const GroupGeometry& g = geo(gi);
+    const auto gidx = static_cast<std::size_t>(gi);
+    if (!g.param_replicated) {
+      return transient(unsharded_buffer_[gidx], Access::kRead, gi, Extent::kFull);
+    }
+    if (g.needs_weight_sync) {
+      return transient(synced_weight_buffer_[gidx], Access::kRead, gi, Extent::kParameter);
+    }
+    return resident_weight(gi, Access::kRead);
+  }
+
+  // The resident weight in the compute dtype: the model weight, or the main weight it aliases.
+  Operand resident_weight(std::int32_t gi, Access access) const {
+    const GroupResident& r = resident_[static_cast<std::size_t>(gi)];
+    return resident(r.model_weight >= 0 ? r.model_weight : r.main_weight, access, gi,
+                    Extent::kOptimizer);
+  }
+
+  // The group's main-grad accumulator: resident, or the step's accumulation buffer.
+  Operand accumulator(std::int32_t gi, Access access) const {
+    const GroupResident& r = resident_[static_cast<std::size_t>(gi)];
+    if (r.main_grad >= 0) {
+      return resident(r.main_grad, access, gi, Extent::kGradient);
+    }
+    return transient(main_grad_buffer_[static_cast<std::size_t>(gi)], access, gi,
+                     Extent::kGradient);
+  }
+
+  // Appends `op` with its operands.
+  void emit(Op op, std::initializer_list<Operand> operands) {
+    emit(op, std::span<const Operand>(operands.begin(), operands.size()));
+  }
+  void emit(Op op, std::span<const Operand> operands) {
+    op.first_operand = static_cast<std::int32_t>(program_.operands.size());
+    op.num_operands = static_cast<std::int32_t>(operands.size());
+    program_.operands.insert(program_.operands.end(), operands.begin(), operands.end());
+    program_.ops.push_back(op);
+  }
+
   // --- emission helpers ---------------------------------------------------------------------
   Op base(OpKind kind, StreamKind stream, std::int32_t unit = -1, std::int32_t group = -1) const {
     Op op;
@@ -181,6 +227,7 @@ class ProgramBuilder {
     op.unit = unit;
     op.group = group;
     op.microbatch = phase_ == Phase::kStep ? -1 : mb_;
+    op.first_operand = static_cast<std::int32_t>(program_.operands.size());
     return op;
   }
 
@@ -238,8 +285,9 @@ class ProgramBuilder {
   }
 
   // `dp_axis` indexes the placement lists; the op names the mesh axis, as CollectiveInfo does.
-  Status collective(const GroupPlan& g, std::int32_t collective_index, OpKind kind,
-                    std::int32_t dp_axis, DType dtype, std::int64_t elements, StreamKind stream) {
+  Status collective(const GroupGeometry& g, std::int32_t collective_index, OpKind kind,
+                    std::int32_t dp_axis, DType dtype, std::int64_t elements, StreamKind stream,
+                    std::initializer_list<Operand> operands) {
     Op op = base(kind, stream, g.unit, g.group);
     op.axis = static_cast<std::int32_t>(
         config_.placements().dp_axes()[static_cast<std::size_t>(dp_axis)]);
@@ -249,55 +297,61 @@ class ProgramBuilder {
     if (!checked_mul(elements, dtype_bytes(dtype), &op.bytes)) {
       return Error(ErrorCode::kOutOfRange, "collective payload overflows int64 bytes");
     }
-    program_.ops.push_back(op);
+    emit(op, operands);
     return ok_status();
   }
 
-  Status compute(OpKind kind, std::int32_t unit, std::int32_t group, std::int64_t flops,
-                 std::int64_t mem_bytes) {
+  void compute(OpKind kind, std::int32_t unit, std::int32_t group, std::int64_t flops,
+               std::int64_t mem_bytes, std::span<const Operand> operands) {
     Op op = base(kind, StreamKind::kCompute, unit, group);
     op.flops = flops;
     op.mem_bytes = mem_bytes;
-    program_.ops.push_back(op);
-    return ok_status();
+    emit(op, operands);
   }
 
   // --- §5.1 resident buffers ------------------------------------------------------------------
   Status add_resident() {
-    for (const GroupPlan& g : groups_) {
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const GroupGeometry& g = *groups_[gi].geo;
+      GroupResident& r = resident_[gi];
       FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
       FSDP_TRY(std::int64_t grad, local_elements(g, g.placements.gradient(), rank_));
-      auto add = [&](BufferClass cls, const char* what, DType dtype, std::int64_t elements,
-                     std::int64_t bytes_per_element) -> Status {
+      auto add = [&](BufferClass cls, ResidentKind kind, DType dtype, std::int64_t elements,
+                     std::int64_t bytes_per_element, std::int32_t* index) -> Status {
         ResidentBuffer b;
         b.buffer_class = cls;
+        b.kind = kind;
         b.unit = g.unit;
         b.group = g.group;
-        b.what = what;
+        b.geometry_group = static_cast<std::int32_t>(gi);
         b.dtype = dtype;
         b.elements = elements;
         if (!checked_mul(elements, bytes_per_element, &b.bytes)) {
-          return Error(ErrorCode::kOutOfRange, str_cat(what, " bytes overflow int64"));
+          return Error(ErrorCode::kOutOfRange, str_cat(to_string(kind), " bytes overflow int64"));
         }
-        program_.resident.push_back(std::move(b));
+        *index = static_cast<std::int32_t>(program_.resident.size());
+        program_.resident.push_back(b);
         return ok_status();
       };
-      FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, "main_weight", g.main_dtype, opt,
-                               dtype_bytes(g.main_dtype)));
+      FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, ResidentKind::kMainWeight,
+                               g.main_dtype, opt, dtype_bytes(g.main_dtype), &r.main_weight));
       if (!g.aliases_main) {
         FSDP_TRY(std::int64_t model_elements, weight_elements(g, opt));
-        FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, "model_weight", g.compute_dtype,
-                                 model_elements, dtype_bytes(g.compute_dtype)));
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, ResidentKind::kModelWeight,
+                                 g.compute_dtype, model_elements, dtype_bytes(g.compute_dtype),
+                                 &r.model_weight));
       }
       if (g.trainable && g.main_grad_resident) {
-        FSDP_RETURN_IF_ERROR(add(BufferClass::kMainGrads, "main_grad", g.main_grad_dtype, grad,
-                                 dtype_bytes(g.main_grad_dtype)));
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kMainGrads, ResidentKind::kMainGrad,
+                                 g.main_grad_dtype, grad, dtype_bytes(g.main_grad_dtype),
+                                 &r.main_grad));
       }
       const std::int64_t states = config_.optimizer().num_states();
       if (g.trainable && states > 0) {
-        FSDP_RETURN_IF_ERROR(add(BufferClass::kOptimizerState, "optimizer_state",
+        FSDP_RETURN_IF_ERROR(add(BufferClass::kOptimizerState, ResidentKind::kOptimizerState,
                                  config_.optimizer().state_dtype(), opt * states,
-                                 dtype_bytes(config_.optimizer().state_dtype())));
+                                 dtype_bytes(config_.optimizer().state_dtype()),
+                                 &r.optimizer_state));
       }
     }
     return ok_status();
@@ -314,7 +368,7 @@ class ProgramBuilder {
 
   bool has_gather_work(std::int32_t u) const {
     for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
-      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      const GroupGeometry& g = geo(gi);
       if (!g.param_replicated ||
           (g.needs_weight_sync && synced_weight_buffer_[static_cast<std::size_t>(gi)] < 0)) {
         return true;
@@ -326,45 +380,67 @@ class ProgramBuilder {
   // Enqueues the gathers of unit u on the all-gather stream and records its unshard event.
   Status gather_unit(std::int32_t u) {
     for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
-      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      const GroupGeometry& g = geo(gi);
+      const GroupPlan& plan = groups_[static_cast<std::size_t>(gi)];
       const auto gidx = static_cast<std::size_t>(gi);
       if (g.needs_weight_sync && synced_weight_buffer_[gidx] < 0) {
         // §4.5.1: the model weight rests at optimizer placements after a step; the first unshard
         // of the step gathers it back to parameter placements, into a buffer kept to the step.
+        const RedistributeLeg& sync_leg = g.leg(CollectiveLeg::kModelWeightSync);
         FSDP_TRY(std::int64_t param_local, local_elements(g, g.placements.parameter(), rank_));
         FSDP_TRY(std::int64_t synced_elements, weight_elements(g, param_local));
         FSDP_TRY(synced_weight_buffer_[gidx],
                  alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
                        g.compute_dtype, synced_elements));
-        for (std::size_t s = 0; s < g.sync.steps.size(); ++s) {
+        const Operand synced = transient(synced_weight_buffer_[gidx], Access::kWrite, gi,
+                                         Extent::kParameter);
+        for (std::size_t s = 0; s < sync_leg.steps.size(); ++s) {
           FSDP_TRY(std::int64_t n,
-                   step_elements(g, g.sync.states[s], g.sync.steps[s],
+                   step_elements(g, sync_leg.states[s], sync_leg.steps[s],
                                  g.placements.parameter()[static_cast<std::size_t>(
-                                     g.sync.steps[s].axis)],
+                                     sync_leg.steps[s].axis)],
                                  rank_));
           FSDP_TRY(std::int64_t moved, weight_elements(g, n));
-          FSDP_RETURN_IF_ERROR(collective(g, g.sync_collectives[s],
-                                          collective_kind(g.sync.steps[s].kind),
-                                          static_cast<std::int32_t>(g.sync.steps[s].axis),
-                                          g.compute_dtype, moved, StreamKind::kAllGather));
+          // The first step reads the resident shard; later ones gather within the buffer.
+          Operand src = s == 0 ? resident_weight(gi, Access::kRead) : synced;
+          src.access = Access::kRead;
+          FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kModelWeightSync)[s],
+                                          collective_kind(sync_leg.steps[s].kind),
+                                          static_cast<std::int32_t>(sync_leg.steps[s].axis),
+                                          g.compute_dtype, moved, StreamKind::kAllGather,
+                                          {src, synced}));
         }
       }
       if (g.param_replicated) {
         continue;  // compute reads the (gathered) model weight directly
       }
+      const RedistributeLeg& unshard_leg = g.leg(CollectiveLeg::kUnshard);
       FSDP_TRY(std::int64_t unsharded_elements, weight_elements(g, g.layout.size()));
       FSDP_TRY(unsharded_buffer_[gidx],
                alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
                      g.compute_dtype, unsharded_elements));
+      const Operand unsharded =
+          transient(unsharded_buffer_[gidx], Access::kWrite, gi, Extent::kFull);
       const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
-      for (std::size_t s = 0; s < g.unshard.steps.size(); ++s) {
+      for (std::size_t s = 0; s < unshard_leg.steps.size(); ++s) {
         FSDP_TRY(std::int64_t n,
-                 step_elements(g, g.unshard.states[s], g.unshard.steps[s],
-                               full[static_cast<std::size_t>(g.unshard.steps[s].axis)], rank_));
+                 step_elements(g, unshard_leg.states[s], unshard_leg.steps[s],
+                               full[static_cast<std::size_t>(unshard_leg.steps[s].axis)], rank_));
         FSDP_TRY(std::int64_t moved, weight_elements(g, n));
-        FSDP_RETURN_IF_ERROR(collective(g, g.unshard_collectives[s], OpKind::kAllGather,
-                                        static_cast<std::int32_t>(g.unshard.steps[s].axis),
-                                        g.compute_dtype, moved, StreamKind::kAllGather));
+        // The first step reads the parameter shard: the synced buffer (ZeRO-1/2 placements
+        // differ from the optimizer's) or the resident weight; later ones gather in place.
+        Operand src = unsharded;
+        if (s == 0) {
+          src = g.needs_weight_sync
+                    ? transient(synced_weight_buffer_[gidx], Access::kRead, gi, Extent::kParameter)
+                    : resident_weight(gi, Access::kRead);
+        }
+        src.access = Access::kRead;
+        FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kUnshard)[s],
+                                        OpKind::kAllGather,
+                                        static_cast<std::int32_t>(unshard_leg.steps[s].axis),
+                                        g.compute_dtype, moved, StreamKind::kAllGather,
+                                        {src, unsharded}));
       }
     }
     gathered_event_[static_cast<std::size_t>(u)] = record(StreamKind::kAllGather, u);
@@ -413,12 +489,21 @@ class ProgramBuilder {
     for (std::int32_t gi : units_[uidx].groups) {
       std::int32_t& buf = unsharded_buffer_[static_cast<std::size_t>(gi)];
       if (buf >= 0) {
-        const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+        const GroupGeometry& g = geo(gi);
         free_buffer(StreamKind::kAllGather, buf, BufferClass::kUnshardedWeights, g.unit, g.group);
         buf = -1;
       }
     }
     gathered_event_[uidx] = -1;
+  }
+
+  // The weights every group of unit u reads, in group order.
+  std::vector<Operand> weight_operands(std::int32_t u) const {
+    std::vector<Operand> out;
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      out.push_back(weight_operand(gi));
+    }
+    return out;
   }
 
   // --- forward (§4.3) ----------------------------------------------------------------------------
@@ -441,12 +526,15 @@ class ProgramBuilder {
       return Error(ErrorCode::kOutOfRange,
                    str_cat("activation bytes of unit '", unit.name(), "' overflow int64"));
     }
+    std::vector<Operand> operands = weight_operands(u);
     // The forward writes the activations it keeps, so they are allocated before it runs.
     if (act > 0) {
       FSDP_TRY(activation_buffer_[static_cast<std::size_t>(u)],
                alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1, DType::kFp8, act));
+      operands.push_back(transient(activation_buffer_[static_cast<std::size_t>(u)],
+                                   Access::kWrite, -1, Extent::kNone));
     }
-    FSDP_RETURN_IF_ERROR(compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act));
+    compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act, operands);
     for (std::int32_t c : model_.children(u)) {
       FSDP_RETURN_IF_ERROR(forward_unit(c));
     }
@@ -472,6 +560,12 @@ class ProgramBuilder {
       return Error(ErrorCode::kOutOfRange,
                    str_cat("backward FLOPs of unit '", unit.name(), "' overflow int64"));
     }
+    std::int32_t& act = activation_buffer_[static_cast<std::size_t>(u)];
+    const std::vector<Operand> weights = weight_operands(u);
+    std::vector<Operand> backward_operands = weights;
+    if (act >= 0) {
+      backward_operands.push_back(transient(act, Access::kRead, -1, Extent::kNone));
+    }
     std::int32_t recomputed = -1;
     if (config_.recompute()) {
       // The recompute re-materialises what the forward would have kept, beyond the checkpointed
@@ -484,24 +578,31 @@ class ProgramBuilder {
                      str_cat("recomputed activation bytes of unit '", unit.name(),
                              "' overflow int64"));
       }
+      std::vector<Operand> operands = weights;
+      if (act >= 0) {
+        operands.push_back(transient(act, Access::kRead, -1, Extent::kNone));
+      }
       if (extra > 0) {
         FSDP_TRY(recomputed, alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1,
                                    DType::kFp8, extra));
+        operands.push_back(transient(recomputed, Access::kWrite, -1, Extent::kNone));
+        backward_operands.push_back(transient(recomputed, Access::kRead, -1, Extent::kNone));
       }
-      FSDP_RETURN_IF_ERROR(compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra));
+      compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra, operands);
     }
     // Autograd writes the unit's full gradients during the backward (§5.2), so they are allocated
-    // before it runs and count towards the backward peak (§5.2, issue #6471).
+    // before it runs and count towards the backward peak (§5.2).
     for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
-      const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+      const GroupGeometry& g = geo(gi);
       if (g.trainable) {
         FSDP_TRY(unit_grad_buffer_[static_cast<std::size_t>(gi)],
                  alloc(StreamKind::kCompute, BufferClass::kUnitGrads, g.unit, g.group,
                        g.grad_dtype, g.numel));
+        backward_operands.push_back(transient(unit_grad_buffer_[static_cast<std::size_t>(gi)],
+                                              Access::kWrite, gi, Extent::kNone));
       }
     }
-    FSDP_RETURN_IF_ERROR(compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes()));
-    std::int32_t& act = activation_buffer_[static_cast<std::size_t>(u)];
+    compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes(), backward_operands);
     if (act >= 0) {
       free_buffer(StreamKind::kCompute, act, BufferClass::kActivations, u, -1);
       act = -1;
@@ -513,7 +614,7 @@ class ProgramBuilder {
     // post_backward: reshard first, then reduce every trainable group (§4.4).
     reshard(u);
     for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
-      if (groups_[static_cast<std::size_t>(gi)].trainable) {
+      if (geo(gi).trainable) {
         FSDP_RETURN_IF_ERROR(reduce_group(gi));
       }
     }
@@ -521,8 +622,11 @@ class ProgramBuilder {
   }
 
   Status reduce_group(std::int32_t gi) {
-    const GroupPlan& g = groups_[static_cast<std::size_t>(gi)];
+    const GroupGeometry& g = geo(gi);
+    const GroupPlan& plan = groups_[static_cast<std::size_t>(gi)];
     const auto gidx = static_cast<std::size_t>(gi);
+    const RedistributeLeg& reduce = g.leg(CollectiveLeg::kGradReduce);
+    const RedistributeLeg& finalize = g.leg(CollectiveLeg::kGradFinalize);
     // §4.6 steps 1-3: partial buffer on RS, copy on compute, collective on RS.
     FSDP_TRY(std::int32_t partial, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group,
                                          g.grad_dtype, g.layout.size()));
@@ -531,7 +635,10 @@ class ProgramBuilder {
     if (!checked_mul(g.numel, 2 * dtype_bytes(g.grad_dtype), &copy_bytes)) {
       return Error(ErrorCode::kOutOfRange, "gradient copy bytes overflow int64");
     }
-    FSDP_RETURN_IF_ERROR(compute(OpKind::kGradCopy, g.unit, g.group, 0, copy_bytes));
+    const Operand copy_operands[] = {
+        transient(unit_grad_buffer_[gidx], Access::kRead, gi, Extent::kNone),
+        transient(partial, Access::kWrite, gi, Extent::kFull)};
+    compute(OpKind::kGradCopy, g.unit, g.group, 0, copy_bytes, copy_operands);
     free_buffer(StreamKind::kCompute, unit_grad_buffer_[gidx], BufferClass::kUnitGrads, g.unit,
                 g.group);
     unit_grad_buffer_[gidx] = -1;
@@ -543,32 +650,61 @@ class ProgramBuilder {
       FSDP_TRY(main_grad_buffer_[gidx], alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
                                               g.main_grad_dtype, grad_local));
     }
+    // The step's first contribution overwrites the accumulator; later ones add to it.
+    const Access accumulate = mb_ == 0 ? Access::kWrite : Access::kReadWrite;
+    FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
     // §4.6c/§5.2: the reduction lands in main_grad directly only when main_grad holds no
     // gradients yet (the step's first microbatch) and has the grad dtype; otherwise it goes to a
     // temporary of local(gradient) elements in the grad dtype that is then added or cast in.
-    // Without communication (ZeRO-1, no-shard) the partial buffer itself is that input.
+    // Without communication (ZeRO-1, no-shard) the partial buffer itself is that input, added in
+    // by a grad-accumulate op.
     std::int32_t reduced = -1;
-    if (!g.reduce.steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
-      FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
+    if (!reduce.steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
       FSDP_TRY(reduced, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.grad_dtype,
                               grad_local));
     }
-    for (std::size_t s = 0; s < g.reduce.steps.size(); ++s) {
+    for (std::size_t s = 0; s < reduce.steps.size(); ++s) {
       FSDP_TRY(std::int64_t n,
-               step_elements(g, g.reduce.states[s], g.reduce.steps[s],
+               step_elements(g, reduce.states[s], reduce.steps[s],
                              g.placements.gradient()[static_cast<std::size_t>(
-                                 g.reduce.steps[s].axis)],
+                                 reduce.steps[s].axis)],
                              rank_));
-      FSDP_RETURN_IF_ERROR(collective(g, g.reduce_collectives[s],
-                                      collective_kind(g.reduce.steps[s].kind),
-                                      static_cast<std::int32_t>(g.reduce.steps[s].axis),
-                                      g.grad_dtype, n, rs_));
+      const bool last = s + 1 == reduce.steps.size();
+      // Step 0 reads the partial buffer; later steps reduce within their output.
+      const Operand src = s == 0 ? transient(partial, Access::kRead, gi, Extent::kFull)
+                          : reduced >= 0
+                              ? transient(reduced, Access::kRead, gi, Extent::kGradient)
+                              : accumulator(gi, Access::kRead);
+      const Operand dst = reduced >= 0 ? transient(reduced, Access::kWrite, gi, Extent::kGradient)
+                                       : accumulator(gi, Access::kWrite);
+      const OpKind kind = collective_kind(reduce.steps[s].kind);
+      const auto axis = static_cast<std::int32_t>(reduce.steps[s].axis);
+      const std::int32_t index = plan.of(CollectiveLeg::kGradReduce)[s];
+      if (last) {
+        // The output is added into the accumulator, scaled by the schedule's gradient scale (in
+        // place when the output is the accumulator).
+        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.grad_dtype, n, rs_,
+                                        {src, dst, accumulator(gi, accumulate)}));
+      } else {
+        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.grad_dtype, n, rs_, {src, dst}));
+      }
+    }
+    if (reduce.steps.empty()) {
+      std::int64_t bytes = 0;
+      if (!checked_mul(grad_local,
+                       dtype_bytes(g.grad_dtype) + 2 * dtype_bytes(g.main_grad_dtype), &bytes)) {
+        return Error(ErrorCode::kOutOfRange, "gradient accumulation bytes overflow int64");
+      }
+      Op op = base(OpKind::kGradAccumulate, rs_, g.unit, g.group);
+      op.mem_bytes = bytes;
+      emit(op, {transient(partial, Access::kRead, gi, Extent::kFull),
+                accumulator(gi, accumulate)});
     }
     free_buffer(rs_, partial, BufferClass::kPartialGrads, g.unit, g.group);
     if (reduced >= 0) {
       free_buffer(rs_, reduced, BufferClass::kPartialGrads, g.unit, g.group);
     }
-    if (is_last_ && !g.finalize.steps.empty()) {
+    if (is_last_ && !finalize.steps.empty()) {
       // §4.6f: finalise to the optimizer placements on the last microbatch only.
       std::int32_t final_buffer = -1;
       if (!g.main_grad_resident) {
@@ -578,26 +714,38 @@ class ProgramBuilder {
       }
       // §3.2/§5.1: the finalising all-reduce (no-shard, HSDP) copies main_grad into a new buffer
       // and reduces that in place; the old and the new buffer coexist until it ends (modelled as
-      // an extra local(gradient) buffer around the all-reduce).
+      // an extra local(gradient) buffer around the all-reduce, which holds the result for no
+      // consumer here: the operands name the accumulator reduced in place).
       std::int32_t all_reduce_copy = -1;
       const bool all_reduces = std::any_of(
-          g.finalize.steps.begin(), g.finalize.steps.end(),
+          finalize.steps.begin(), finalize.steps.end(),
           [](const RedistributeStep& st) { return st.kind == RedistributeKind::kAllReduce; });
       if (g.main_grad_resident && all_reduces) {
-        FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
         FSDP_TRY(all_reduce_copy, alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
                                         g.main_grad_dtype, grad_local));
       }
-      for (std::size_t s = 0; s < g.finalize.steps.size(); ++s) {
+      for (std::size_t s = 0; s < finalize.steps.size(); ++s) {
         FSDP_TRY(std::int64_t n,
-                 step_elements(g, g.finalize.states[s], g.finalize.steps[s],
+                 step_elements(g, finalize.states[s], finalize.steps[s],
                                g.placements.optimizer()[static_cast<std::size_t>(
-                                   g.finalize.steps[s].axis)],
+                                   finalize.steps[s].axis)],
                                rank_));
-        FSDP_RETURN_IF_ERROR(collective(g, g.finalize_collectives[s],
-                                        collective_kind(g.finalize.steps[s].kind),
-                                        static_cast<std::int32_t>(g.finalize.steps[s].axis),
-                                        g.main_grad_dtype, n, rs_));
+        const OpKind kind = collective_kind(finalize.steps[s].kind);
+        const auto axis = static_cast<std::int32_t>(finalize.steps[s].axis);
+        const std::int32_t index = plan.of(CollectiveLeg::kGradFinalize)[s];
+        if (kind == OpKind::kAllReduce) {
+          FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.main_grad_dtype, n, rs_,
+                                          {accumulator(gi, Access::kReadWrite)}));
+        } else if (final_buffer >= 0) {
+          FSDP_RETURN_IF_ERROR(
+              collective(g, index, kind, axis, g.main_grad_dtype, n, rs_,
+                         {accumulator(gi, Access::kRead),
+                          transient(final_buffer, Access::kWrite, gi, Extent::kOptimizer)}));
+        } else {
+          return Error(ErrorCode::kInternal,
+                       str_cat("unit ", g.unit, " group ", g.group, ": a ", to_string(kind),
+                               " finalises a resident main grad, which has no output buffer"));
+        }
       }
       if (all_reduce_copy >= 0) {
         free_buffer(rs_, all_reduce_copy, BufferClass::kMainGrads, g.unit, g.group);
@@ -618,7 +766,8 @@ class ProgramBuilder {
     const std::int64_t per_element = optimizer_flops_per_element(config_.optimizer());
     const std::int64_t state_bytes = config_.optimizer().state_bytes_per_element();
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const GroupPlan& g = groups_[gi];
+      const GroupGeometry& g = *groups_[gi].geo;
+      const auto i = static_cast<std::int32_t>(gi);
       if (!g.trainable) {
         continue;
       }
@@ -632,13 +781,27 @@ class ProgramBuilder {
       }
       // §5.2: a non-precision-aware optimizer sees the main grad through a cast copy in the
       // main-weight dtype whenever the dtypes differ (bf16 grads, fp32 main weights by default);
-      // the copy lives for this group's update only.
+      // the copy lives for this group's update only (the update's scratch).
       std::int32_t cast_grad = -1;
       if (g.main_grad_dtype != g.main_dtype) {
         FSDP_TRY(cast_grad, alloc(StreamKind::kCompute, BufferClass::kMainGrads, g.unit, g.group,
                                   g.main_dtype, opt));
       }
-      FSDP_RETURN_IF_ERROR(compute(OpKind::kOptimizerStep, g.unit, g.group, flops, mem));
+      const GroupResident& r = resident_[gi];
+      std::vector<Operand> operands;
+      operands.push_back(resident(r.main_weight, Access::kReadWrite, i, Extent::kOptimizer));
+      operands.push_back(final_grad_buffer_[gi] >= 0
+                             ? transient(final_grad_buffer_[gi], Access::kRead, i,
+                                         Extent::kOptimizer)
+                             : accumulator(i, Access::kRead));
+      if (r.optimizer_state >= 0) {
+        operands.push_back(
+            resident(r.optimizer_state, Access::kReadWrite, i, Extent::kOptimizer));
+      }
+      if (cast_grad >= 0) {
+        operands.push_back(transient(cast_grad, Access::kWrite, i, Extent::kOptimizer));
+      }
+      compute(OpKind::kOptimizerStep, g.unit, g.group, flops, mem, operands);
       if (cast_grad >= 0) {
         free_buffer(StreamKind::kCompute, cast_grad, BufferClass::kMainGrads, g.unit, g.group);
       }
@@ -651,7 +814,8 @@ class ProgramBuilder {
     // Post-step model-weight sync: AG waits on compute, casts and releases on AG, compute waits.
     sync(StreamKind::kCompute, StreamKind::kAllGather);
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const GroupPlan& g = groups_[gi];
+      const GroupGeometry& g = *groups_[gi].geo;
+      const auto i = static_cast<std::int32_t>(gi);
       if (!g.aliases_main) {
         FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
         FSDP_TRY(std::int64_t written, weight_elements(g, opt));
@@ -661,7 +825,9 @@ class ProgramBuilder {
             !checked_add(op.mem_bytes, written, &op.mem_bytes)) {
           return Error(ErrorCode::kOutOfRange, "post-step cast bytes overflow int64");
         }
-        program_.ops.push_back(op);
+        const GroupResident& r = resident_[gi];
+        emit(op, {resident(r.main_weight, Access::kRead, i, Extent::kOptimizer),
+                  resident(r.model_weight, Access::kWrite, i, Extent::kOptimizer)});
       }
       if (synced_weight_buffer_[gi] >= 0) {
         free_buffer(StreamKind::kAllGather, synced_weight_buffer_[gi],
@@ -697,6 +863,7 @@ class ProgramBuilder {
   std::vector<std::int32_t> main_grad_buffer_;
   std::vector<std::int32_t> final_grad_buffer_;
   std::vector<std::int32_t> unit_grad_buffer_;
+  std::vector<GroupResident> resident_;
   std::vector<std::int32_t> activation_buffer_;
   std::vector<std::int64_t> forward_position_;
   std::vector<std::int64_t> backward_position_;
@@ -754,53 +921,46 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   const Placements& base_placements = config.placements();
   const std::int64_t dp = base_placements.dp_size();
 
-  // Plans per parameter group (core/schedule/shard_plan.h), and the step's collectives table.
-  FSDP_TRY(ShardPlan plan, make_shard_plan(model, config));
+  // The geometry of every parameter group (core/schedule/shard_plan.h), and the step's
+  // collectives table: per group, its legs in CollectiveLeg order, each leg's steps in order.
+  FSDP_TRY(ShardGeometry plan, make_shard_plan(model, config));
+  auto geometry = std::make_shared<const ShardGeometry>(std::move(plan));
   std::vector<GroupPlan> groups;
   std::vector<UnitPlan> units(static_cast<std::size_t>(model.num_units()));
   std::vector<CollectiveInfo> collectives;
-  for (GroupShardPlan& shard_plan : plan.groups) {
-    GroupPlan g(std::move(shard_plan));
-    const Unit& unit = model.units()[static_cast<std::size_t>(g.unit)];
-    const std::string where = str_cat("unit '", unit.name(), "' group ", g.group, " (",
-                                      to_string(g.param_dtype), ")");
-    const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
-    struct Leg {
-      const RedistributeLeg* leg;
-      const std::vector<Placement>* to;
-      std::vector<std::int32_t>* indices;
-      const char* what;
-      DType dtype;
-      bool weights;  // moves weights (MXFP8 planes for fp8 groups)
-    };
-    const Leg legs[] = {
-        {&g.unshard, &full, &g.unshard_collectives, "unshard", g.compute_dtype, true},
-        {&g.sync, &g.placements.parameter(), &g.sync_collectives, "model_weight_sync",
-         g.compute_dtype, true},
-        {&g.reduce, &g.placements.gradient(), &g.reduce_collectives, "grad_reduce",
-         g.grad_dtype, false},
-        {&g.finalize, &g.placements.optimizer(), &g.finalize_collectives, "grad_finalize",
-         g.main_grad_dtype, false},
-    };
-    for (const Leg& leg : legs) {
-      for (std::size_t s = 0; s < leg.leg->steps.size(); ++s) {
-        const RedistributeStep& step = leg.leg->steps[s];
+  for (const GroupGeometry& geo : geometry->groups) {
+    GroupPlan g;
+    g.geo = &geo;
+    const auto gi = static_cast<std::int32_t>(groups.size());
+    const Unit& unit = model.units()[static_cast<std::size_t>(geo.unit)];
+    const std::string where = str_cat("unit '", unit.name(), "' group ", geo.group, " (",
+                                      to_string(geo.param_dtype), ")");
+    for (const LegSpec& spec : kLegSpecs) {
+      const RedistributeLeg& leg = geo.leg(spec.leg);
+      const std::vector<Placement> to = geo.leg_target(spec.leg);
+      const DType dtype = spec.moves_weights                       ? geo.compute_dtype
+                          : spec.leg == CollectiveLeg::kGradReduce ? geo.grad_dtype
+                                                                   : geo.main_grad_dtype;
+      for (std::size_t s = 0; s < leg.steps.size(); ++s) {
+        const RedistributeStep& step = leg.steps[s];
         CollectiveInfo info;
         info.kind = collective_kind(step.kind);
         info.axis = static_cast<std::int32_t>(
             base_placements.dp_axes()[static_cast<std::size_t>(step.axis)]);
-        info.unit = g.unit;
-        info.group = g.group;
-        info.dtype = leg.dtype;
-        info.what = leg.what;
-        if (!g.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
+        info.unit = geo.unit;
+        info.group = geo.group;
+        info.geometry_group = gi;
+        info.leg = spec.leg;
+        info.leg_step = static_cast<std::int32_t>(s);
+        info.dtype = dtype;
+        if (!geo.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
           // Uneven shards exist only on a 1-D DP mesh: every rank is a member.
           info.member_elements.reserve(static_cast<std::size_t>(dp));
-          const Placement& target = (*leg.to)[static_cast<std::size_t>(step.axis)];
+          const Placement& target = to[static_cast<std::size_t>(step.axis)];
           for (std::int64_t r = 0; r < dp; ++r) {
-            auto n = step_elements(g, leg.leg->states[s], step, target, r);
-            if (n && leg.weights) {
-              n = weight_elements(g, *n);
+            auto n = step_elements(geo, leg.states[s], step, target, r);
+            if (n && spec.moves_weights) {
+              n = weight_elements(geo, *n);
             }
             if (!n) {
               return n.error().with_context(where);
@@ -808,13 +968,13 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
             info.member_elements.push_back(*n);
           }
         }
-        leg.indices->push_back(static_cast<std::int32_t>(collectives.size()));
+        g.collectives[static_cast<std::size_t>(spec.leg)].push_back(
+            static_cast<std::int32_t>(collectives.size()));
         collectives.push_back(std::move(info));
       }
     }
-    units[static_cast<std::size_t>(g.unit)].groups.push_back(
-        static_cast<std::int32_t>(groups.size()));
-    units[static_cast<std::size_t>(g.unit)].param_elements += g.numel;
+    units[static_cast<std::size_t>(geo.unit)].groups.push_back(gi);
+    units[static_cast<std::size_t>(geo.unit)].param_elements += geo.numel;
     groups.push_back(std::move(g));
   }
 
@@ -824,7 +984,7 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   std::vector<std::int32_t> rank_class(static_cast<std::size_t>(n_ranks), 0);
   std::vector<std::int64_t> representatives = {0};
   bool all_equal = true;
-  for (const GroupPlan& g : groups) {
+  for (const GroupGeometry& g : geometry->groups) {
     all_equal = all_equal && g.layout.has_equal_shard_sizes();
   }
   if (!all_equal) {
@@ -833,7 +993,7 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
     for (std::int64_t r = 0; r < n_ranks; ++r) {
       std::vector<std::int64_t> key;
       key.reserve(groups.size() * 3);
-      for (const GroupPlan& g : groups) {
+      for (const GroupGeometry& g : geometry->groups) {
         for (BufferRole role :
              {BufferRole::kParameter, BufferRole::kGradient, BufferRole::kOptimizer}) {
           auto n = local_elements(g, g.placements.of(role), r);
@@ -877,13 +1037,18 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   for (std::int32_t c : rank_class) {
     ++programs[static_cast<std::size_t>(c)].num_ranks;
   }
-  std::vector<std::string> names;
+  ScheduleParts parts(config.mesh());
+  parts.unified_streams = config.schedule().unify_communication_stream();
+  parts.num_microbatches = config.num_microbatches();
+  parts.gradient_scale = config.grad_scale() / static_cast<double>(dp);
+  parts.programs = std::move(programs);
+  parts.rank_class = std::move(rank_class);
+  parts.collectives = std::move(collectives);
   for (const Unit& unit : model.units()) {
-    names.push_back(unit.name());
+    parts.unit_names.push_back(unit.name());
   }
-  return Schedule(config.mesh(), config.schedule().unify_communication_stream(),
-                  config.num_microbatches(), std::move(programs), std::move(rank_class),
-                  std::move(collectives), std::move(names));
+  parts.geometry = std::move(geometry);
+  return Schedule::make(std::move(parts));
 }
 
 }  // namespace fsdp

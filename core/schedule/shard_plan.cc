@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-group plan of fully_shard (spec §3.3, §4.5, §4.6): grouping, specialisation, layout and
-// the redistribute legs. Moved out of the schedule builder so that the backends use the very same
-// layouts and legs as the IR (docs/design/schedule-ir.md).
+// The per-group plan of fully_shard (§3.3, §4.5, §4.6): grouping, specialisation, layout and the
+// redistribute legs (docs/design/schedule-ir.md, "Geometry").
 #include "core/schedule/shard_plan.h"
 
 #include <utility>
@@ -59,7 +58,7 @@ Status plan_leg(const std::vector<Placement>& from, const std::vector<Placement>
   return ok_status();
 }
 
-Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32_t k,
+Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_t k,
                                     const ParamGrouping& grouping, const FsdpConfig& config,
                                     const std::string& where) {
   auto specialised = config.placements().specialize(grouping.dtype);
@@ -84,7 +83,7 @@ Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32
   if (!layout) {
     return layout.error().with_context(where);
   }
-  GroupShardPlan g(std::move(*layout), std::move(*specialised));
+  GroupGeometry g(std::move(*layout), std::move(*specialised));
   g.unit = u;
   g.group = k;
   g.param_indices = grouping.param_indices;
@@ -102,7 +101,6 @@ Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32
   for (std::int64_t pi : grouping.param_indices) {
     g.numel += unit.params()[static_cast<std::size_t>(pi)].shape().numel();
   }
-  const auto& P = g.placements.parameter();
   const auto& G = g.placements.gradient();
   const auto& O = g.placements.optimizer();
   bool same_axes = true;
@@ -110,27 +108,15 @@ Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32
     same_axes = same_axes && (G[a].is_shard() == O[a].is_shard());
   }
   g.main_grad_resident = same_axes;
-  const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
-  const std::vector<Placement> partial = all_partial(g.placements.num_dp_axes(), ReduceOp::kAvg);
-  struct Leg {
-    const std::vector<Placement>* from;
-    const std::vector<Placement>* to;
-    RedistributeLeg* leg;
-    const char* what;
-    bool active;
-  };
-  const Leg legs[] = {
-      {&P, &full, &g.unshard, "unshard", !g.param_replicated},
-      {&O, &P, &g.sync, "model_weight_sync", g.needs_weight_sync},
-      {&partial, &G, &g.reduce, "grad_reduce", g.trainable},
-      {&G, &O, &g.finalize, "grad_finalize", g.trainable},
-  };
-  for (const Leg& leg : legs) {
-    if (!leg.active) {
+  const bool active[kNumCollectiveLegs] = {!g.param_replicated, g.needs_weight_sync,
+                                            g.trainable, g.trainable};
+  for (const LegSpec& spec : kLegSpecs) {
+    if (!active[static_cast<std::size_t>(spec.leg)]) {
       continue;
     }
-    if (Status s = plan_leg(*leg.from, *leg.to, leg.leg); !s.ok()) {
-      return s.error().with_context(str_cat(where, ": ", leg.what));
+    if (Status s = plan_leg(g.leg_source(spec.leg), g.leg_target(spec.leg), &g.leg(spec.leg));
+        !s.ok()) {
+      return s.error().with_context(str_cat(where, ": ", spec.name));
     }
   }
   return g;
@@ -138,8 +124,8 @@ Expected<GroupShardPlan> plan_group(const Unit& unit, std::int32_t u, std::int32
 
 }  // namespace
 
-Expected<ShardPlan> make_shard_plan(const Model& model, const FsdpConfig& config) {
-  ShardPlan plan;
+Expected<ShardGeometry> make_shard_plan(const Model& model, const FsdpConfig& config) {
+  ShardGeometry plan;
   plan.unit_groups.resize(static_cast<std::size_t>(model.num_units()));
   for (std::int32_t u = 0; u < static_cast<std::int32_t>(model.num_units()); ++u) {
     const Unit& unit = model.units()[static_cast<std::size_t>(u)];
@@ -147,7 +133,7 @@ Expected<ShardPlan> make_shard_plan(const Model& model, const FsdpConfig& config
     for (std::size_t k = 0; k < groupings.size(); ++k) {
       const std::string where = str_cat("unit '", unit.name(), "' group ", k, " (",
                                         to_string(groupings[k].dtype), ")");
-      FSDP_TRY(GroupShardPlan g, plan_group(unit, u, static_cast<std::int32_t>(k), groupings[k],
+      FSDP_TRY(GroupGeometry g, plan_group(unit, u, static_cast<std::int32_t>(k), groupings[k],
                                             config, where));
       plan.unit_groups[static_cast<std::size_t>(u)].push_back(
           static_cast<std::int32_t>(plan.groups.size()));
@@ -155,25 +141,6 @@ Expected<ShardPlan> make_shard_plan(const Model& model, const FsdpConfig& config
     }
   }
   return plan;
-}
-
-Expected<Range> group_local_range(const GroupShardPlan& group,
-                                  std::span<const Placement> placements, std::int64_t rank) {
-  FSDP_TRY(MeshCoordinate coord, group.placements.dp_coordinate(rank));
-  std::vector<AxisPlacement> aps;
-  aps.reserve(placements.size());
-  for (const Placement& p : placements) {
-    aps.push_back(p.axis_placement());
-  }
-  return get_local_range(group.layout, coord, aps);
-}
-
-std::vector<Placement> state_after_step(const RedistributeLeg& leg, std::size_t s,
-                                        std::span<const Placement> target) {
-  std::vector<Placement> after = leg.states[s];
-  const auto axis = static_cast<std::size_t>(leg.steps[s].axis);
-  after[axis] = target[axis];
-  return after;
 }
 
 }  // namespace fsdp

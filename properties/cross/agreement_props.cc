@@ -135,7 +135,7 @@ Expected<RankRun> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;
   FSDP_TRY(std::unique_ptr<exec::Executor> executor,
-           exec::Executor::make(setup.model, setup.config, setup.schedule, rank, setup.initial,
+           exec::Executor::make(setup.schedule, rank, setup.initial,
                                 decoder.get(), &device, &comms, options));
   RankRun run;
   for (std::int64_t step = 0; step < spec.steps; ++step) {

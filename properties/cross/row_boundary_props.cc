@@ -14,7 +14,7 @@
 #include "backends/exec/executor.h"
 #include "backends/exec/trainer.h"
 #include "core/base/strings.h"
-#include "core/schedule/shard_plan.h"
+#include "core/schedule/group_geometry.h"
 #include "properties/cross/gen_train_spec.h"
 #include "properties/cross/rank_harness.h"
 #include "tests/backends/exec/train_test_util.h"
@@ -72,7 +72,7 @@ Expected<RankLog> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
     log.seen.push_back(std::move(s));
   };
   FSDP_TRY(std::unique_ptr<exec::Executor> executor,
-           exec::Executor::make(setup.model, setup.config, setup.schedule, rank, setup.initial,
+           exec::Executor::make(setup.schedule, rank, setup.initial,
                                 decoder.get(), &device, comms.get(), options));
   for (std::int64_t step = 0; step < spec.steps; ++step) {
     FSDP_RETURN_IF_ERROR(executor->run_step(step));
@@ -85,7 +85,6 @@ Expected<RankLog> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
 struct Observed {
   exec::TrainSpec spec;
   exec::TrainSetup setup;
-  ShardPlan plan;
   std::vector<RankLog> ranks;
 };
 
@@ -94,8 +93,6 @@ Observed observe(const exec::TrainSpec& spec) {
   if (!setup) {
     RC_FAIL(str_cat("prepare_training: ", setup.error().message()));
   }
-  auto plan = make_shard_plan(setup->model, setup->config);
-  RC_ASSERT(plan.has_value());
   auto world = cpu::InProcessWorld::make(
       setup->config.mesh(),
       std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_s * 1000.0)));
@@ -103,7 +100,7 @@ Observed observe(const exec::TrainSpec& spec) {
   auto results = cross::run_rank_threads<RankLog>(
       setup->config.mesh().size(),
       [&](std::int64_t r) { return run_rank(*setup, spec, r, **world); });
-  Observed out{spec, std::move(*setup), std::move(*plan), {}};
+  Observed out{spec, std::move(*setup), {}};
   for (std::size_t r = 0; r < results.size(); ++r) {
     if (!results[r]) {
       RC_FAIL(str_cat("rank ", r, ": ", results[r].error().message()));
@@ -153,7 +150,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 
 struct Occurrence {
   std::string where;
   const CollectiveInfo* info = nullptr;
-  const GroupShardPlan* group = nullptr;
+  const GroupGeometry* group = nullptr;
   std::vector<const Seen*> members;
 };
 
@@ -176,11 +173,11 @@ std::vector<Occurrence> occurrences(const Observed& o) {
       const std::int64_t k = count[{s.meta.step, s.meta.collective}]++;
       Occurrence& occ = by_key[{s.meta.step, s.meta.collective, k, coord.local_ranks}];
       if (occ.members.empty()) {
-        occ.where = str_cat("step ", s.meta.step, " collective ", c, " (", info.what, " ",
+        occ.where = str_cat("step ", s.meta.step, " collective ", c, " (", to_string(info.leg), " ",
                             to_string(info.kind), " of unit ", info.unit, " group ", info.group,
                             ", occurrence ", k, ")");
         occ.info = &info;
-        occ.group = &o.plan.groups[at(o.plan.unit_groups[at(info.unit)][at(info.group)])];
+        occ.group = &o.setup.schedule.geometry().groups[at(info.geometry_group)];
         occ.members.assign(at(mesh.axis_size(info.axis)), nullptr);
       }
       RC_ASSERT(occ.members[at(s.meta.axis_rank)] == nullptr);

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Properties of build_schedule over random small models, meshes and policies: every schedule
-// passes check_schedule (acyclic; weights gathered before and freed after each compute; every
+// passes the verifier (acyclic; weights gathered before and freed after each compute; every
 // buffer freed; the same collective order on every rank class), the per-step collective counts
 // follow §4.7 for each strategy, builds are deterministic, invalid requests give an Error, and
 // the checks themselves never crash on a corrupted schedule.
 #include "core/schedule/schedule_builder.h"
-#include "core/schedule/schedule_checks.h"
+#include "core/schedule/schedule_verifier.h"
 #include "properties/gen/gen_fsdp_config.h"
 #include "properties/gen/gen_model.h"
 
@@ -65,7 +65,7 @@ RC_GTEST_PROP(ScheduleProps, BuiltSchedulesPassEveryCheck, ()) {
     RC_FAIL("build_schedule failed: " + b.schedule.error().message());
   }
   const Schedule& s = *b.schedule;
-  const Status st = check_schedule(s);
+  const Status st = verify_schedule(s.parts());
   if (!st) {
     RC_FAIL(st.error().message());
   }
@@ -107,12 +107,12 @@ RC_GTEST_PROP(ScheduleProps, CollectiveCountsFollowTheStrategy, ()) {
       continue;
     }
     const CollectiveInfo& info = s.collectives()[static_cast<std::size_t>(op.collective)];
-    if (info.what == "model_weight_sync") {
+    if (info.leg == CollectiveLeg::kModelWeightSync) {
       RC_ASSERT(op.microbatch == 0);
       ++sync_by_axis[s.mesh().axis_name(op.axis)];
-    } else if (info.what == "unshard") {
+    } else if (info.leg == CollectiveLeg::kUnshard) {
       ++unshard;
-    } else if (info.what == "grad_finalize") {
+    } else if (info.leg == CollectiveLeg::kGradFinalize) {
       RC_ASSERT(op.microbatch == m - 1);  // is_last only
     }
   }
@@ -166,7 +166,8 @@ RC_GTEST_PROP(ScheduleProps, BuildsAreDeterministic, ()) {
   RC_ASSERT(*again == *b.schedule);
 }
 
-// Dropping any alloc, free or record of a valid schedule is caught by check_schedule.
+// Dropping any alloc, free or record of a valid schedule is caught by the verifier, and
+// Schedule::make refuses the result.
 RC_GTEST_PROP(ScheduleProps, DroppingAnAllocFreeOrRecordIsCaught, ()) {
   const Built b = build_random();
   RC_ASSERT(b.schedule.has_value());
@@ -183,11 +184,12 @@ RC_GTEST_PROP(ScheduleProps, DroppingAnAllocFreeOrRecordIsCaught, ()) {
   RC_PRE(!candidates.empty());
   const std::size_t drop = *rc::gen::elementOf(candidates);
   programs[cls].ops.erase(programs[cls].ops.begin() + static_cast<std::ptrdiff_t>(drop));
-  const Schedule broken(s.mesh(), s.unified_streams(), s.num_microbatches(), programs,
-                        s.rank_class(), s.collectives(), s.unit_names());
-  const Status st = check_schedule(broken);
+  ScheduleParts broken = s.parts();
+  broken.programs = std::move(programs);
+  const Status st = verify_schedule(broken);
   RC_ASSERT(!st.has_value());
   RC_ASSERT(!st.error().message().empty());
+  RC_ASSERT(!Schedule::make(std::move(broken)).has_value());
 }
 
 // The checks read untrusted schedules: arbitrary corruption gives ok or an Error, never a crash
@@ -207,7 +209,7 @@ RC_GTEST_PROP(ScheduleProps, ChecksNeverCrashOnCorruptedSchedules, ()) {
     const auto j = *rc::gen::inRange<std::size_t>(0, p.ops.size());
     const auto v = *rc::gen::inRange<std::int32_t>(-3, 40);
     Op& op = p.ops[i];
-    switch (*rc::gen::inRange(0, 10)) {
+    switch (*rc::gen::inRange(0, 14)) {
       case 0:
         p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
         break;
@@ -235,14 +237,34 @@ RC_GTEST_PROP(ScheduleProps, ChecksNeverCrashOnCorruptedSchedules, ()) {
       case 8:
         op.kind = static_cast<OpKind>(static_cast<std::uint8_t>(v & 15));
         break;
+      case 9:
+        op.first_operand = v;
+        break;
+      case 10:
+        op.num_operands = v & 7;
+        break;
+      case 11:
+      case 12:
+        if (!p.operands.empty()) {
+          Operand& o = p.operands[*rc::gen::inRange<std::size_t>(0, p.operands.size())];
+          if (e % 2 == 0) {
+            o.buffer = v;
+            o.group = *rc::gen::inRange<std::int32_t>(-2, 8);
+          } else {
+            o.space = static_cast<BufferSpace>(static_cast<std::uint8_t>(v & 3));
+            o.access = static_cast<Access>(static_cast<std::uint8_t>((v >> 2) & 3));
+            o.extent = static_cast<Extent>(static_cast<std::uint8_t>(v & 7));
+          }
+        }
+        break;
       default:
         op.stream = static_cast<StreamKind>(static_cast<std::uint8_t>(v & 3));
         break;
     }
   }
-  const Schedule broken(s.mesh(), s.unified_streams(), s.num_microbatches(), programs,
-                        s.rank_class(), s.collectives(), s.unit_names());
-  const Status st = check_schedule(broken);
+  ScheduleParts broken = s.parts();
+  broken.programs = programs;
+  const Status st = verify_schedule(broken);
   if (!st) {
     RC_ASSERT(!st.error().message().empty());
   }

@@ -224,6 +224,7 @@ SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptio
       efficiency = options.recompute_efficiency;
       break;
     case OpKind::kGradCopy:
+    case OpKind::kGradAccumulate:
     case OpKind::kCast:
     case OpKind::kOptimizerStep:
       break;

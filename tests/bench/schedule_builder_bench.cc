@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Benchmarks of build_schedule and check_schedule at production scale.
+// Benchmarks of build_schedule (which verifies) and verify_schedule at production scale.
 //
 // Scenarios (the model and config are built once, outside the timed loop):
 //   BM_BuildSchedule405bHsdp16384      Llama 3.1 405B preset, HSDP on dp_outer=2048 x dp_inner=8
 //                                      (16,384 ranks, 8 per node), 8 microbatches, padded
 //                                      layouts: every rank is alike, so one program is built.
 //                                      Target: well under 1 s.
-//   BM_CheckSchedule405bHsdp16384      check_schedule on that schedule (one class).
+//   BM_CheckSchedule405bHsdp16384      verify_schedule on that schedule (one class).
 //   BM_BuildSchedule70bUnpadded4096    Llama 3 70B preset, ZeRO-3 on dp=4096 with UNPADDED
 //                                      layouts, 8 microbatches: uneven shards split the ranks
 //                                      into several classes (reported as the "classes" counter),
 //                                      one program each.
-//   BM_CheckSchedule70bUnpadded4096    check_schedule on that schedule.
+//   BM_CheckSchedule70bUnpadded4096    verify_schedule on that schedule.
 // Counters: ops (per program), classes, collectives (table entries).
 //
 // Run: cmake --preset bench && cmake --build --preset bench -j2 --target schedule_builder_bench
@@ -19,7 +19,8 @@
 #include "core/model/model_presets.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule_builder.h"
-#include "core/schedule/schedule_checks.h"
+#include "core/schedule/happens_before.h"
+#include "core/schedule/schedule_verifier.h"
 
 #include <benchmark/benchmark.h>
 
@@ -76,7 +77,7 @@ void build_bench(benchmark::State& state, const Scenario& sc) {
 void check_bench(benchmark::State& state, const Scenario& sc) {
   const Schedule s = build_schedule(sc.model, sc.config, Workload{}).value();
   for (auto _ : state) {
-    const Status st = check_schedule(s);
+    const Status st = verify_schedule(s.parts());
     if (!st) {
       state.SkipWithError(st.error().message().c_str());
       return;

@@ -58,6 +58,8 @@ inline Op memory_op(OpKind kind, StreamKind stream, std::int32_t buffer, std::in
   op.stream = stream;
   op.buffer = buffer;
   op.bytes = kind == OpKind::kAlloc ? bytes : 0;
+  op.elements = op.bytes;  // one-byte elements: the verifier checks bytes = elements x dtype
+  op.dtype = DType::kFp8;
   op.buffer_class = cls;
   return op;
 }
@@ -91,18 +93,69 @@ inline std::vector<CollectiveInfo> one_collective(OpKind kind = OpKind::kAllGath
   CollectiveInfo info;
   info.kind = kind;
   info.axis = 0;
-  info.what = "unshard";
   return {info};
 }
 
-// One program shared by every rank of `mesh`.
-inline Schedule single_class(const std::string& mesh, RankProgram program,
-                             std::vector<CollectiveInfo> collectives = one_collective()) {
+// Gives every collective op without operands its send and receive buffer: one empty resident
+// scratch buffer of the program (an all-gather or reduce-scatter reads and writes it, an
+// all-reduce reduces it in place), so hand-written programs satisfy the verifier's operand rules
+// without changing what they simulate.
+inline void add_scratch_operands(RankProgram* p) {
+  std::int32_t scratch = -1;
+  for (Op& op : p->ops) {
+    if (!is_collective(op.kind) || op.num_operands > 0) {
+      continue;
+    }
+    if (scratch < 0) {
+      scratch = static_cast<std::int32_t>(p->resident.size());
+      p->resident.push_back(ResidentBuffer{});
+    }
+    op.first_operand = static_cast<std::int32_t>(p->operands.size());
+    if (op.kind == OpKind::kAllReduce) {
+      p->operands.push_back(Operand{BufferSpace::kResident, Access::kReadWrite, Extent::kNone,
+                                    scratch, -1});
+    } else {
+      p->operands.push_back(
+          Operand{BufferSpace::kResident, Access::kRead, Extent::kNone, scratch, -1});
+      p->operands.push_back(
+          Operand{BufferSpace::kResident, Access::kWrite, Extent::kNone, scratch, -1});
+    }
+    op.num_operands = static_cast<std::int32_t>(p->operands.size()) - op.first_operand;
+  }
+}
+
+// A verified schedule of hand-written programs on `mesh` (rank r runs programs[rank_class[r]]),
+// or the verifier's error.
+inline Expected<Schedule> try_schedule(const std::string& mesh, std::vector<RankProgram> programs,
+                                       std::vector<std::int32_t> rank_class,
+                                       std::vector<CollectiveInfo> collectives = one_collective()) {
+  ScheduleParts parts(parse_device_mesh(mesh).value());
+  for (RankProgram& p : programs) {
+    add_scratch_operands(&p);
+  }
+  parts.programs = std::move(programs);
+  parts.rank_class = std::move(rank_class);
+  parts.collectives = std::move(collectives);
+  parts.unit_names = {"u0"};
+  return Schedule::make(std::move(parts));
+}
+
+// One program shared by every rank of `mesh`, or the verifier's error.
+inline Expected<Schedule> try_single_class(
+    const std::string& mesh, RankProgram program,
+    std::vector<CollectiveInfo> collectives = one_collective()) {
   const DeviceMesh m = parse_device_mesh(mesh).value();
   program.num_ranks = m.size();
-  return Schedule(m, /*unified_streams=*/false, /*num_microbatches=*/1, {std::move(program)},
-                  std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0),
-                  std::move(collectives), {"u0"});
+  program.representative_rank = 0;
+  return try_schedule(mesh, {std::move(program)},
+                      std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0),
+                      std::move(collectives));
+}
+
+// One program shared by every rank of `mesh` (it must verify).
+inline Schedule single_class(const std::string& mesh, RankProgram program,
+                             std::vector<CollectiveInfo> collectives = one_collective()) {
+  return try_single_class(mesh, std::move(program), std::move(collectives)).value();
 }
 
 inline Param weight(std::string name, std::initializer_list<std::int64_t> dims) {

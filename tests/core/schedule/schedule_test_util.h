@@ -50,7 +50,7 @@ inline std::string render_op(const Schedule& s, const RankProgram& p, std::size_
   };
   const std::string u = "(" + name(op.unit) + ")";
   auto suffix = [&]() -> std::string {
-    const std::string& what = s.collectives()[static_cast<std::size_t>(op.collective)].what;
+    const std::string_view what = to_string(s.collectives()[static_cast<std::size_t>(op.collective)].leg);
     if (what == "model_weight_sync") {
       return ":sync";
     }
@@ -74,6 +74,8 @@ inline std::string render_op(const Schedule& s, const RankProgram& p, std::size_
       return "re" + u;
     case OpKind::kGradCopy:
       return "copy" + u;
+    case OpKind::kGradAccumulate:
+      return "acc" + u;
     case OpKind::kOptimizerStep:
       return "step" + u;
     case OpKind::kCast:

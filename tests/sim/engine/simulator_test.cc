@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/schedule/schedule_checks.h"
+#include "core/schedule/happens_before.h"
+#include "core/schedule/schedule_verifier.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace fsdp::sim {
@@ -143,60 +144,50 @@ TEST(SimulatorTest, ReportsTheFirstOpThatOverflowsMemory) {
   EXPECT_EQ(r.classes[0].memory.peak_bytes, 120'000'000'000);
 }
 
-TEST(SimulatorTest, WaitOnAnEventNeverRecordedIsADeadlock) {
-  const Schedule s = single_class(
+// Programs that would deadlock the engine never reach it: Schedule::make's verifier rejects them.
+TEST(SimulatorTest, AWaitOnAnEventNeverRecordedIsNoSchedule) {
+  const auto s = testing::try_single_class(
       "dp=1", program_of({sync_op(OpKind::kWait, StreamKind::kCompute, 0),
                           compute_op(OpKind::kForward, 1000)},
                          1, 0));
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(r.error().message().find("deadlock"), std::string::npos) << r.error().message();
-  EXPECT_NE(r.error().message().find("stream compute blocked at op 0 (wait"), std::string::npos)
-      << r.error().message();
-  EXPECT_NE(r.error().message().find("never recorded"), std::string::npos);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(s.error().message().find("op 0 (wait, compute stream): waits on event 0, which no op "
+                                     "records"),
+            std::string::npos)
+      << s.error().message();
 }
 
-TEST(SimulatorTest, CrossedWaitsAreADeadlock) {
+TEST(SimulatorTest, CrossedWaitsAreNoSchedule) {
   // compute waits for e1 before recording e0; all-gather waits for e0 before recording e1.
-  const Schedule s = single_class(
+  const auto s = testing::try_single_class(
       "dp=1", program_of({sync_op(OpKind::kWait, StreamKind::kCompute, 1),
                           sync_op(OpKind::kRecord, StreamKind::kCompute, 0),
                           sync_op(OpKind::kWait, StreamKind::kAllGather, 0),
                           sync_op(OpKind::kRecord, StreamKind::kAllGather, 1)},
                          2, 0));
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("class 0 (rank 0) stream compute"), std::string::npos)
-      << r.error().message();
-  EXPECT_NE(r.error().message().find("class 0 (rank 0) stream all-gather"), std::string::npos);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code(), ErrorCode::kCycle);
+  EXPECT_NE(s.error().message().find("(the step deadlocks)"), std::string::npos)
+      << s.error().message();
 }
 
-// Two classes on dp=2; class 1's all-gather stream waits for an event its compute stream
-// records only after a second collective the other class is blocked in.
-TEST(SimulatorTest, CollectiveOneClassNeverReachesIsADeadlock) {
-  const DeviceMesh mesh = parse_device_mesh("dp=2").value();
+// Two classes on dp=2; class 1's all-gather stream waits for an event nobody records.
+TEST(SimulatorTest, ACollectiveOneClassNeverReachesIsNoSchedule) {
   RankProgram a = program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, 100)},
                              0, 0, 0, 1);
-  RankProgram b = program_of({sync_op(OpKind::kWait, StreamKind::kAllGather, 0),
-                              collective_op(OpKind::kAllGather, StreamKind::kAllGather, 100),
-                              sync_op(OpKind::kRecord, StreamKind::kCompute, 0)},
-                             1, 0, 1, 1);
-  // b records after... nothing: make the record come after a wait that never completes.
-  b.ops.insert(b.ops.begin() + 2, sync_op(OpKind::kWait, StreamKind::kCompute, 1));
-  b.num_events = 2;
-  const Schedule s(mesh, false, 1, {a, b}, {0, 1}, testing::one_collective(), {"u0"});
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  const std::string& msg = r.error().message();
-  EXPECT_NE(msg.find("class 0 (rank 0) stream all-gather blocked at op 0 (all-gather"),
+  RankProgram b = program_of({sync_op(OpKind::kWait, StreamKind::kAllGather, 1),
+                              collective_op(OpKind::kAllGather, StreamKind::kAllGather, 100)},
+                             2, 0, 1, 1);
+  const auto s = testing::try_schedule("dp=2", {a, b}, {0, 1});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("rank class 1 (rank 1): op 0 (wait, all-gather stream): "
+                                     "waits on event 1, which no op records"),
             std::string::npos)
-      << msg;
-  EXPECT_NE(msg.find("never reached by class 1"), std::string::npos) << msg;
+      << s.error().message();
 }
 
 TEST(SimulatorTest, CollectiveStartsWhenTheSlowestClassArrives) {
-  const DeviceMesh mesh = parse_device_mesh("dp=2").value();
   // Class 0 reaches the AG at once; class 1 only after 2 ms of compute.
   RankProgram a = program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1'000'000)},
                              0, 0, 0, 1);
@@ -205,7 +196,7 @@ TEST(SimulatorTest, CollectiveStartsWhenTheSlowestClassArrives) {
                               sync_op(OpKind::kWait, StreamKind::kAllGather, 0),
                               collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1'000'000)},
                              1, 0, 1, 1);
-  const Schedule s(mesh, false, 1, {a, b}, {0, 1}, testing::one_collective(), {"u0"});
+  const Schedule s = testing::try_schedule("dp=2", {a, b}, {0, 1}).value();
   const SimResult r = simulate(s, round_hardware()).value();
   // AG over 2 ranks: 1 us + 2e6 B / 1e11 B/s = 21 us, starting at 2 ms for both classes.
   const std::int64_t ag = 21'000'000;
@@ -214,35 +205,35 @@ TEST(SimulatorTest, CollectiveStartsWhenTheSlowestClassArrives) {
   EXPECT_EQ(r.step_time.ps(), 2 * kMs + ag);
 }
 
-TEST(SimulatorTest, RejectsDifferentCollectiveSequences) {
-  const DeviceMesh mesh = parse_device_mesh("dp=2").value();
+TEST(SimulatorTest, DifferentCollectiveSequencesAreNoSchedule) {
   RankProgram a = program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, 10)},
                              0, 0, 0, 1);
   RankProgram b = program_of({collective_op(OpKind::kReduceScatter, StreamKind::kAllGather, 10)},
                              0, 0, 1, 1);
-  const Schedule s(mesh, false, 1, {a, b}, {0, 1}, testing::one_collective(), {"u0"});
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("differ"), std::string::npos) << r.error().message();
+  const auto s = testing::try_schedule("dp=2", {a, b}, {0, 1});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("rank class 1 (rank 1) op 0 (reduce-scatter"),
+            std::string::npos)
+      << s.error().message();
 }
 
-TEST(SimulatorTest, RejectsFreeingAnUnallocatedBuffer) {
-  const Schedule s = single_class(
+TEST(SimulatorTest, FreeingAnUnallocatedBufferIsNoSchedule) {
+  const auto s = testing::try_single_class(
       "dp=1", program_of({memory_op(OpKind::kFree, StreamKind::kCompute, 0, 0)}, 0, 1));
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("not allocated"), std::string::npos);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("frees buffer 0 before it is allocated"), std::string::npos)
+      << s.error().message();
 }
 
-TEST(SimulatorTest, RejectsAllocatingABufferTwice) {
-  const Schedule s = single_class(
+TEST(SimulatorTest, AllocatingABufferTwiceIsNoSchedule) {
+  const auto s = testing::try_single_class(
       "dp=1", program_of({memory_op(OpKind::kAlloc, StreamKind::kCompute, 0, 100),
                           memory_op(OpKind::kAlloc, StreamKind::kCompute, 0, 100)},
                          0, 1));
-  const auto r = simulate(s, round_hardware());
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("allocates buffer 0 twice, at op 1"), std::string::npos)
-      << r.error().message();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("allocates buffer 0 again (first allocated by op 0"),
+            std::string::npos)
+      << s.error().message();
 }
 
 // --- built schedules ---------------------------------------------------------------------------

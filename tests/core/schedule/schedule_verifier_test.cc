@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The schedule checks: happens-before by vector clocks, cycle detection through Boost.Graph, the
-// critical path on a tiny program, and one broken schedule per check with its one-line error.
-#include "core/schedule/schedule_checks.h"
+// The verifier and the happens-before analysis: happens-before by vector clocks, cycle detection
+// through Boost.Graph, the critical path on a tiny program, and one broken schedule per check with
+// its one-line error; Schedule::make refuses what the verifier rejects.
+#include "core/schedule/schedule_verifier.h"
 
 #include "core/base/strings.h"
 #include "core/schedule/schedule_builder.h"
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -36,15 +38,19 @@ RankProgram program_of(std::vector<Op> ops, std::int32_t num_events) {
   return p;
 }
 
-Schedule one_rank_schedule(RankProgram p) {
-  return Schedule(testing::mesh_of("dp=1"), /*unified_streams=*/false, /*num_microbatches=*/1,
-                  {std::move(p)}, {0}, {}, {"u"});
+ScheduleParts one_rank_schedule(RankProgram p) {
+  ScheduleParts parts(testing::mesh_of("dp=1"));
+  parts.programs = {std::move(p)};
+  parts.rank_class = {0};
+  parts.unit_names = {"u"};
+  return parts;
 }
 
-// The same schedule with other programs.
-Schedule with_programs(const Schedule& s, std::vector<RankProgram> programs) {
-  return Schedule(s.mesh(), s.unified_streams(), s.num_microbatches(), std::move(programs),
-                  s.rank_class(), s.collectives(), s.unit_names());
+// The same schedule with other programs (unverified).
+ScheduleParts with_programs(const Schedule& s, std::vector<RankProgram> programs) {
+  ScheduleParts parts = s.parts();
+  parts.programs = std::move(programs);
+  return parts;
 }
 
 Schedule zero3() {
@@ -101,7 +107,7 @@ TEST(HappensBeforeTest, CycleIsKCycleNamingAnOpOnIt) {
   EXPECT_EQ(hb.error().code(), ErrorCode::kCycle);
   EXPECT_NE(hb.error().message().find("lies on a cycle"), std::string::npos)
       << hb.error().message();
-  const Status st = check_schedule(one_rank_schedule(p));
+  const Status st = verify_schedule(one_rank_schedule(p));
   ASSERT_FALSE(st.has_value());
   EXPECT_EQ(st.error().code(), ErrorCode::kCycle);
   EXPECT_EQ(st.error().message().rfind("rank class 0 (rank 0): op ", 0), 0u)
@@ -133,7 +139,7 @@ TEST(HappensBeforeTest, EventOutOfRangeIsAnError) {
   EXPECT_EQ(hb.error().code(), ErrorCode::kOutOfRange);
 }
 
-TEST(ScheduleChecksTest, WaitIssuedBeforeItsRecordIsAnError) {
+TEST(ScheduleVerifierTest, WaitIssuedBeforeItsRecordIsAnError) {
   // Acyclic, but a backend issuing in program order would wait on an unrecorded event.
   const RankProgram p = program_of({make_op(OpKind::kWait, StreamKind::kAllGather, 0),
                                     make_op(OpKind::kRecord, StreamKind::kCompute, 0)},
@@ -200,17 +206,17 @@ TEST(CriticalPathTest, BuiltScheduleWithComputeWeights) {
 
 // --- the checks on built and broken schedules -----------------------------------------------
 
-TEST(ScheduleChecksTest, BuiltScheduleCheckPasses) {
+TEST(ScheduleVerifierTest, BuiltScheduleCheckPasses) {
   const Schedule s = zero3();
-  EXPECT_TRUE(check_schedule(s).has_value());
-  EXPECT_TRUE(check_structure(s).has_value());
-  EXPECT_TRUE(check_events(s).has_value());
-  EXPECT_TRUE(check_weights_gathered(s).has_value());
-  EXPECT_TRUE(check_buffer_lifetimes(s).has_value());
-  EXPECT_TRUE(check_collective_order(s).has_value());
+  EXPECT_TRUE(verify_schedule(s.parts()).has_value());
+  EXPECT_TRUE(check_structure(s.parts()).has_value());
+  EXPECT_TRUE(check_events(s.parts()).has_value());
+  EXPECT_TRUE(check_operands(s.parts()).has_value());
+  EXPECT_TRUE(check_buffer_lifetimes(s.parts()).has_value());
+  EXPECT_TRUE(check_collective_order(s.parts()).has_value());
 }
 
-TEST(ScheduleChecksTest, ComputeBeforeItsGatherIsReported) {
+TEST(ScheduleVerifierTest, ComputeBeforeItsGatherIsReported) {
   const Schedule s = zero3();
   RankProgram p = s.programs()[0];
   // Drop the compute stream's wait on L0's unshard event in forward.
@@ -220,21 +226,21 @@ TEST(ScheduleChecksTest, ComputeBeforeItsGatherIsReported) {
     --wait;
   }
   p.ops[wait].event = p.ops[0].event;  // the root's compute record: a harmless, earlier event
-  const Schedule broken = with_programs(s, {p});
-  const Status st = check_weights_gathered(broken);
+  const ScheduleParts broken = with_programs(s, {p});
+  const Status st = check_operands(broken);
   ASSERT_FALSE(st.has_value());
   EXPECT_EQ(st.error().code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(st.error().message().rfind(
                 "rank class 0 (rank 0) op " + std::to_string(fwd) +
-                    " (forward, unit 'L0', microbatch 0, compute stream): does not happen after "
-                    "op ",
+                    " (forward, unit 'L0', microbatch 0, compute stream): uses transient buffer ",
                 0),
             0u)
       << st.error().message();
-  EXPECT_FALSE(check_schedule(broken).has_value());
+  EXPECT_FALSE(verify_schedule(broken).has_value());
+  EXPECT_FALSE(Schedule::make(broken).has_value());
 }
 
-TEST(ScheduleChecksTest, FreeBeforeComputeIsReported) {
+TEST(ScheduleVerifierTest, FreeBeforeComputeIsReported) {
   const Schedule s = zero3();
   RankProgram p = s.programs()[0];
   // Move the forward of L1 after the free of its unsharded buffer (and of R's).
@@ -243,13 +249,13 @@ TEST(ScheduleChecksTest, FreeBeforeComputeIsReported) {
   p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(fwd));
   const std::size_t bwd_start = find_op(p, OpKind::kRecord, -1, Phase::kBackward);
   p.ops.insert(p.ops.begin() + static_cast<std::ptrdiff_t>(bwd_start), op);
-  const Status st = check_weights_gathered(with_programs(s, {p}));
+  const Status st = check_operands(with_programs(s, {p}));
   ASSERT_FALSE(st.has_value());
-  EXPECT_NE(st.error().message().find("does not happen before op"), std::string::npos)
+  EXPECT_NE(st.error().message().find("outside its lifetime"), std::string::npos)
       << st.error().message();
 }
 
-TEST(ScheduleChecksTest, LeakedBufferIsReported) {
+TEST(ScheduleVerifierTest, LeakedBufferIsReported) {
   const Schedule s = zero3();
   RankProgram p = s.programs()[0];
   const std::size_t free_op = find_op(p, OpKind::kFree, 2, Phase::kBackward);
@@ -263,7 +269,7 @@ TEST(ScheduleChecksTest, LeakedBufferIsReported) {
       << st.error().message();
 }
 
-TEST(ScheduleChecksTest, DoubleFreeAndFreeBeforeAllocAreReported) {
+TEST(ScheduleVerifierTest, DoubleFreeAndFreeBeforeAllocAreReported) {
   const Schedule s = zero3();
   RankProgram p = s.programs()[0];
   const std::size_t free_op = find_op(p, OpKind::kFree, 1, Phase::kForward);
@@ -280,7 +286,7 @@ TEST(ScheduleChecksTest, DoubleFreeAndFreeBeforeAllocAreReported) {
       << st.error().message();
 }
 
-TEST(ScheduleChecksTest, CollectiveOrderMismatchBetweenClassesIsReported) {
+TEST(ScheduleVerifierTest, CollectiveOrderMismatchBetweenClassesIsReported) {
   FsdpOptions o;
   o.shard_layout = ShardLayout::kUnpadded;
   std::vector<Unit> units;
@@ -290,7 +296,8 @@ TEST(ScheduleChecksTest, CollectiveOrderMismatchBetweenClassesIsReported) {
   const Model m = Model::make("uneven", std::move(units)).value();
   const Schedule s = build_schedule(m, config_of(Strategy::kZero3, "dp=4", o), Workload{}).value();
   ASSERT_GT(s.programs().size(), 1u);
-  ASSERT_TRUE(check_schedule(s).has_value()) << check_schedule(s).error().message();
+  ASSERT_TRUE(verify_schedule(s.parts()).has_value())
+      << verify_schedule(s.parts()).error().message();
   std::vector<RankProgram> programs = s.programs();
   // Swap the first two all-gathers (a's and b's) of class 1.
   RankProgram& p = programs[1];
@@ -305,6 +312,7 @@ TEST(ScheduleChecksTest, CollectiveOrderMismatchBetweenClassesIsReported) {
   std::swap(p.ops[gathers[0]].unit, p.ops[gathers[1]].unit);
   std::swap(p.ops[gathers[0]].elements, p.ops[gathers[1]].elements);
   std::swap(p.ops[gathers[0]].bytes, p.ops[gathers[1]].bytes);
+  std::swap(p.ops[gathers[0]].first_operand, p.ops[gathers[1]].first_operand);
   const Status st = check_collective_order(with_programs(s, programs));
   ASSERT_FALSE(st.has_value());
   EXPECT_EQ(st.error().message().rfind(
@@ -317,7 +325,7 @@ TEST(ScheduleChecksTest, CollectiveOrderMismatchBetweenClassesIsReported) {
       << st.error().message();
 }
 
-TEST(ScheduleChecksTest, MemberElementsMustMatchTheRepresentative) {
+TEST(ScheduleVerifierTest, MemberElementsMustMatchTheRepresentative) {
   FsdpOptions o;
   o.shard_layout = ShardLayout::kUnpadded;
   std::vector<Unit> units;
@@ -338,7 +346,7 @@ TEST(ScheduleChecksTest, MemberElementsMustMatchTheRepresentative) {
   EXPECT_NE(st.error().message().find("for member"), std::string::npos) << st.error().message();
 }
 
-TEST(ScheduleChecksTest, RankClassMapMustMatchThePrograms) {
+TEST(ScheduleVerifierTest, RankClassMapMustMatchThePrograms) {
   const Schedule s = zero3();
   std::vector<RankProgram> programs = s.programs();
   programs[0].num_ranks = 3;
@@ -349,7 +357,7 @@ TEST(ScheduleChecksTest, RankClassMapMustMatchThePrograms) {
             "to it, the lowest 0");
 }
 
-TEST(ScheduleChecksTest, OutOfRangeIdsAreErrorsNotCrashes) {
+TEST(ScheduleVerifierTest, OutOfRangeIdsAreErrorsNotCrashes) {
   const Schedule s = zero3();
   for (int field = 0; field < 5; ++field) {
     RankProgram p = s.programs()[0];
@@ -366,14 +374,142 @@ TEST(ScheduleChecksTest, OutOfRangeIdsAreErrorsNotCrashes) {
         op.stream = static_cast<StreamKind>(7);
       }
     }
-    const Schedule broken = with_programs(s, {p});
+    const ScheduleParts broken = with_programs(s, {p});
     for (const Status& st :
-         {check_schedule(broken), check_events(broken), check_weights_gathered(broken),
+         {verify_schedule(broken), check_events(broken), check_operands(broken),
           check_buffer_lifetimes(broken), check_collective_order(broken)}) {
       ASSERT_FALSE(st.has_value()) << field;
       EXPECT_EQ(st.error().code(), ErrorCode::kOutOfRange) << st.error().message();
     }
   }
+}
+
+// The index of the first op of `p` of this kind on any unit, phase `phase`.
+std::size_t first_of(const RankProgram& p, OpKind kind) {
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    if (p.ops[i].kind == kind) {
+      return i;
+    }
+  }
+  ADD_FAILURE() << "no " << to_string(kind);
+  return 0;
+}
+
+TEST(ScheduleVerifierTest, EveryCollectiveNamesItsBuffers) {
+  const Schedule s = zero3();
+  RankProgram p = s.programs()[0];
+  const std::size_t ag = first_of(p, OpKind::kAllGather);
+  p.ops[ag].num_operands = 1;  // the receive buffer dropped
+  const Status st = check_structure(with_programs(s, {p}));
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find(
+                "has 1 operands; expected a send buffer it reads and a receive buffer it writes"),
+            std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, AReadOfAnUnwrittenBufferIsReported) {
+  const Schedule s = zero3();
+  RankProgram p = s.programs()[0];
+  // The forward of L0 reads its activation buffer instead of writing it: nothing wrote it.
+  const std::size_t fwd = find_op(p, OpKind::kForward, 1, Phase::kForward);
+  Operand& act = p.operands[static_cast<std::size_t>(p.ops[fwd].first_operand + 1)];
+  ASSERT_EQ(act.access, Access::kWrite);
+  act.access = Access::kRead;
+  const Status st = check_operands(with_programs(s, {p}));
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find(
+                str_cat("op ", fwd, " (forward, unit 'L0', microbatch 0, compute stream): reads "
+                        "transient buffer ",
+                        act.buffer, " (read) before any op writes it")),
+            std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, AnUnorderedWriteIsARace) {
+  const Schedule s = zero3();
+  RankProgram p = s.programs()[0];
+  // Without the completion callback's wait (the last compute-stream wait on a reduce-scatter
+  // stream record), the optimizer step reads main grads the reduce-scatters may still write.
+  std::size_t last = p.ops.size();
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& op = p.ops[i];
+    if (op.kind != OpKind::kWait || op.stream != StreamKind::kCompute) {
+      continue;
+    }
+    for (const Op& rec : p.ops) {
+      if (rec.kind == OpKind::kRecord && rec.event == op.event &&
+          rec.stream == StreamKind::kReduceScatter) {
+        last = i;
+      }
+    }
+  }
+  ASSERT_LT(last, p.ops.size());
+  ASSERT_EQ(p.ops[0].kind, OpKind::kRecord);
+  p.ops[last].event = p.ops[0].event;  // an earlier compute-stream record: no ordering
+  const Status st = check_operands(with_programs(s, {p}));
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find("(optimizer-step, unit"), std::string::npos)
+      << st.error().message();
+  EXPECT_NE(st.error().message().find("without happening after"), std::string::npos)
+      << st.error().message();
+  EXPECT_NE(st.error().message().find("(reduce-scatter, unit"), std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, OperandsMustBelongToTheirGroup) {
+  const Schedule s = zero3();
+  RankProgram p = s.programs()[0];
+  const std::size_t ag = first_of(p, OpKind::kAllGather);
+  Operand& recv = p.operands[static_cast<std::size_t>(p.ops[ag].first_operand + 1)];
+  recv.group = recv.group == 0 ? 1 : 0;
+  const Status st = check_structure(with_programs(s, {p}));
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find("moves group"), std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, ComputeReadsTheWeightsOfEveryGroupOfItsUnit) {
+  const Schedule s = zero3();
+  RankProgram p = s.programs()[0];
+  const std::size_t fwd = find_op(p, OpKind::kForward, 1, Phase::kForward);
+  // Drop the weight operand (the first one) of L0's forward.
+  ++p.ops[fwd].first_operand;
+  --p.ops[fwd].num_operands;
+  const Status st = check_structure(with_programs(s, {p}));
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find("reads the weights of 0 groups; its unit has 1"),
+            std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, CollectivesMustNameAStepOfTheirGroupsLeg) {
+  const Schedule s = zero3();
+  ScheduleParts parts = s.parts();
+  parts.collectives[0].leg_step = 5;
+  Status st = check_structure(parts);
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find("names no step of geometry group"), std::string::npos)
+      << st.error().message();
+  parts = s.parts();
+  parts.collectives[0].leg = CollectiveLeg::kGradReduce;  // a reduce-scatter, not a gather
+  st = check_structure(parts);
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message().find("its leg step is a reduce-scatter"), std::string::npos)
+      << st.error().message();
+}
+
+TEST(ScheduleVerifierTest, TheFactoryVerifiesAndKeepsThePadding) {
+  const Schedule s = zero3();
+  EXPECT_TRUE(Schedule::make(s.parts()).has_value());
+  EXPECT_EQ(Schedule::make(s.parts()).value(), s);
+  ScheduleParts parts = s.parts();
+  parts.rank_class[1] = 5;
+  const auto broken = Schedule::make(parts);
+  ASSERT_FALSE(broken.has_value());
+  EXPECT_EQ(broken.error().code(), ErrorCode::kOutOfRange);
+  // Padded layouts of three_group_model on 4 ranks: no padding, every shard whole rows.
+  EXPECT_EQ(s.padding().data_elements, 8 + 64 + 64);
 }
 
 TEST(MemoryTallyTest, PeakAndEndInIssueOrder) {
