@@ -300,7 +300,7 @@ void check_reduce_scatter(const Observed& o, const Occurrence& occ, Accumulators
   assert_tiles(shards, in, occ.where);
   assert_whole_rows(o, occ, shards);
   const GlobalLayout& layout = occ.group->layout;
-  const bool reduce_leg = occ.info->what == "grad_reduce";
+  const bool reduce_leg = occ.info->leg == CollectiveLeg::kGradReduce;
   // grad_scale / |dp|, every mesh axis being a data-parallel axis here.
   const auto scale = static_cast<float>(
       o.spec.grad_scale / static_cast<double>(o.setup.config.mesh().size()));

@@ -96,20 +96,17 @@ inline std::vector<CollectiveInfo> one_collective(OpKind kind = OpKind::kAllGath
   return {info};
 }
 
-// Gives every collective op without operands its send and receive buffer: one empty resident
-// scratch buffer of the program (an all-gather or reduce-scatter reads and writes it, an
-// all-reduce reduces it in place), so hand-written programs satisfy the verifier's operand rules
-// without changing what they simulate.
+// Gives every collective op without operands its send and receive buffer: an empty resident
+// scratch buffer of its own (an all-gather or reduce-scatter reads and writes it, an all-reduce
+// reduces it in place), so hand-written programs satisfy the verifier's operand rules without
+// ordering collectives that the test means to run concurrently, and simulate as before.
 inline void add_scratch_operands(RankProgram* p) {
-  std::int32_t scratch = -1;
   for (Op& op : p->ops) {
     if (!is_collective(op.kind) || op.num_operands > 0) {
       continue;
     }
-    if (scratch < 0) {
-      scratch = static_cast<std::int32_t>(p->resident.size());
-      p->resident.push_back(ResidentBuffer{});
-    }
+    const auto scratch = static_cast<std::int32_t>(p->resident.size());
+    p->resident.push_back(ResidentBuffer{});
     op.first_operand = static_cast<std::int32_t>(p->operands.size());
     if (op.kind == OpKind::kAllReduce) {
       p->operands.push_back(Operand{BufferSpace::kResident, Access::kReadWrite, Extent::kNone,
