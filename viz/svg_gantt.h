@@ -11,7 +11,7 @@
 
 #include "core/schedule/op.h"
 #include "core/schedule/schedule.h"
-#include "sim/engine/simulator.h"
+#include "sim/engine/sim_result.h"
 
 namespace fsdp::viz {
 

@@ -57,7 +57,7 @@ cudaError_t launch_gelu_forward(std::int64_t n, const float* u, float* a, cudaSt
 cudaError_t launch_gelu_backward(std::int64_t n, const float* u, const float* da, float* du,
                                  cudaStream_t stream);
 // probs = softmax(logits) per row; row_loss[t] = log-sum-exp - (z[target] - max), in double (the
-// caller averages the rows in order, as the host kernel does).
+// decoder driver averages the rows in order, for the host kernel set as for this one).
 cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
                                          const std::int32_t* targets, const float* logits,
                                          float* probs, double* row_loss, cudaStream_t stream);

@@ -60,8 +60,11 @@ std::int64_t global_sample_index(const DecoderConfig& config, std::int64_t num_m
 // seq_len + 1 token ids in [0, vocab) of one sample (inputs are [0, seq_len), targets [1, ...]).
 std::vector<std::int32_t> sample_tokens(const DecoderConfig& config, std::int64_t global_sample);
 
-// Per-rank kernels on host memory (BLAS matmuls). Keeps the activations each unit's backward
-// needs, per microbatch, between forward and backward. Not thread-safe: one compute stream calls it.
+// The per-rank decoder the executor calls unit by unit. Keeps the activations each unit's
+// backward needs, per microbatch, between forward and backward. The one implementation is
+// DecoderDriver (decoder_driver.h) over a kernel set (decoder_kernels.h): make() gives it the host
+// kernel set (host memory, BLAS matmuls); backends/cuda's CudaDecoder the CUDA set (device
+// memory). Not thread-safe: one compute stream calls it.
 class HostDecoder {
  public:
   static Expected<std::unique_ptr<HostDecoder>> make(const DecoderConfig& config,

@@ -134,10 +134,9 @@ void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) {
   }
 }
 
-double softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> targets,
-                             const float* logits, float* probs) {
+void softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> targets,
+                           const float* logits, float* probs, double* row_loss) {
   const std::size_t v = idx(vocab);
-  double total = 0.0;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const float* z = logits + t * v;
     double max = z[0];
@@ -151,9 +150,8 @@ double softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> t
     for (std::size_t j = 0; j < v; ++j) {
       probs[t * v + j] = static_cast<float>(std::exp(z[j] - max) / sum);
     }
-    total += std::log(sum) - (z[idx(targets[t])] - max);
+    row_loss[t] = std::log(sum) - (z[idx(targets[t])] - max);
   }
-  return targets.empty() ? 0.0 : total / static_cast<double>(targets.size());
 }
 
 void softmax_cross_entropy_backward(std::int64_t vocab, std::span<const std::int32_t> targets,

@@ -43,10 +43,11 @@ void gelu_forward(std::int64_t n, const float* u, float* a);
 // du = da * gelu'(u).
 void gelu_backward(std::int64_t n, const float* u, const float* da, float* du);
 
-// probs = softmax of each logits row; returns the mean over rows of -log probs[t, targets[t]]
-// (computed from the logits in double, by log-sum-exp).
-double softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> targets,
-                             const float* logits, float* probs);
+// probs = softmax of each logits row; row_loss[t] = -log probs[t, targets[t]] in double
+// (computed from the logits by log-sum-exp). The local loss is the mean of the rows, summed in
+// row order (DecoderDriver::step_loss).
+void softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> targets,
+                           const float* logits, float* probs, double* row_loss);
 // dlogits = (probs - onehot(targets)) / rows: the gradient of the mean loss.
 void softmax_cross_entropy_backward(std::int64_t vocab, std::span<const std::int32_t> targets,
                                     const float* probs, float* dlogits);

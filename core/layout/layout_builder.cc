@@ -28,7 +28,7 @@ namespace {
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 // k * size and b * dp reach 2^126: exact comparisons need 128 bits (GCC and Clang builtin).
 __extension__ typedef __int128 I128;
-// RankId is an int32: a layout for more ranks cannot be addressed (and would not fit in memory).
+// Ranks are int32 indices: a layout for more ranks cannot be addressed (nor fit in memory).
 constexpr std::int64_t kMaxDpSize = std::numeric_limits<std::int32_t>::max();
 
 Error out_of_range(std::string message) {

@@ -41,7 +41,7 @@ Expected<DeviceMesh> DeviceMesh::make(std::vector<MeshAxis> axes) {
   if (axes.empty()) {
     return invalid("device mesh must have at least one axis, got 0");
   }
-  // RankId is int32: every rank of the mesh must be representable.
+  // Ranks are int32 indices: every rank of the mesh must be representable.
   constexpr std::int64_t kMaxRanks = std::numeric_limits<std::int32_t>::max();
   std::int64_t total = 1;
   for (std::size_t i = 0; i < axes.size(); ++i) {

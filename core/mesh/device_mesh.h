@@ -2,7 +2,7 @@
 // DeviceMesh: a device mesh with named axes (axis 0 outermost, e.g. "dp_outer=4,dp_inner=64" or
 // "ep=8,edp=16"). Ranks are numbered row-major, the last axis fastest. Immutable; built only by
 // DeviceMesh::make or parse_device_mesh, which guarantee >= 1 axis, unique identifier names,
-// sizes >= 1 and a total size that fits a RankId (int32).
+// sizes >= 1 and a total size that fits an int32 rank index.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ class DeviceMesh {
  public:
   // Errors (kInvalidArgument unless noted): no axes; a name that is empty or not an identifier
   // ([A-Za-z_][A-Za-z0-9_]*, so that names never look like axis indices and to_string parses
-  // back); a repeated name; a size < 1; a total size beyond the largest RankId, 2^31 - 1
+  // back); a repeated name; a size < 1; a total size beyond the largest int32 rank, 2^31 - 1
   // (kOutOfRange).
   static Expected<DeviceMesh> make(std::vector<MeshAxis> axes);
 

@@ -9,7 +9,7 @@
 
 #include "core/hardware/hardware.h"
 #include "core/schedule/schedule.h"
-#include "sim/engine/simulator.h"
+#include "sim/engine/sim_result.h"
 
 #include <nlohmann/json.hpp>
 

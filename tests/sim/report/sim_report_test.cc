@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "sim/engine/simulator.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace fsdp::sim {

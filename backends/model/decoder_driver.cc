@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: Apache-2.0
+// The decoder's control flow over a kernel set (decoder_driver.h); the only copy of the model's
+// forward, recompute and backward.
+#include "backends/model/decoder_driver.h"
+
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/base/check.h"
+#include "core/base/strings.h"
+
+namespace fsdp::backend {
+namespace {
+
+std::size_t idx(std::int64_t v) {
+  return static_cast<std::size_t>(v);
+}
+
+constexpr std::int64_t kF32 = sizeof(float);
+
+}  // namespace
+
+Status validate_decoder_args(std::string_view who, const DecoderConfig& config,
+                             std::int64_t num_microbatches, std::int64_t data_rank,
+                             std::int64_t data_world) {
+  FSDP_RETURN_IF_ERROR(validate(config));
+  if (num_microbatches < 1 || num_microbatches > std::numeric_limits<std::int32_t>::max()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(who, ": num_microbatches must be in [1, 2^31), got ", num_microbatches));
+  }
+  if (data_world < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(who, ": data_world must be >= 1, got ", data_world));
+  }
+  if (data_rank < 0 || data_rank >= data_world) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(who, ": data_rank must be in [0, ", data_world, "), got ", data_rank));
+  }
+  return ok_status();
+}
+
+void DecoderDriver::Saved::drop_intermediates() {
+  inv_rms.reset();
+  normed.reset();
+  u.reset();
+  a.reset();
+  probs.reset();
+}
+
+std::int64_t DecoderDriver::Saved::bytes() const {
+  return x.bytes() + inv_rms.bytes() + normed.bytes() + u.bytes() + a.bytes() + probs.bytes();
+}
+
+DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_microbatches,
+                             std::int64_t data_rank, std::int64_t data_world,
+                             std::unique_ptr<DecoderKernels> kernels)
+    : kernels_(std::move(kernels)),
+      config_(config),
+      num_mb_(num_microbatches),
+      rank_(data_rank),
+      world_(data_world),
+      tokens_(config.micro_batch_size * config.seq_len),
+      num_units_(static_cast<std::int32_t>(config.layers + 2)),
+      inputs_(idx(num_microbatches)),
+      targets_(idx(num_microbatches)),
+      hidden_(idx(num_microbatches)),
+      grad_(idx(num_microbatches)),
+      row_loss_(idx(num_microbatches)),
+      has_loss_(idx(num_microbatches), false),
+      saved_(idx(num_units_) * idx(num_microbatches)),
+      recompute_(idx(num_units_), false) {
+  FSDP_CHECK(kernels_ != nullptr) << "decoder driver without a kernel set";
+}
+
+// The arrays go back to the kernel set before it is destroyed (member order).
+DecoderDriver::~DecoderDriver() = default;
+
+Status DecoderDriver::status() const {
+  return kernels_->status();
+}
+
+void DecoderDriver::begin_step(std::int64_t step) {
+  FSDP_CHECK(step >= 0) << "begin_step(" << step << ")";
+  if (!kernels_->ok()) {
+    return;
+  }
+  const auto seq = idx(config_.seq_len);
+  std::vector<std::int32_t> in(idx(tokens_));
+  std::vector<std::int32_t> tg(idx(tokens_));
+  for (std::int64_t mb = 0; mb < num_mb_; ++mb) {
+    for (std::int64_t i = 0; i < config_.micro_batch_size; ++i) {
+      const std::vector<std::int32_t> sample =
+          sample_tokens(config_, global_sample_index(config_, num_mb_, world_, step, mb, rank_, i));
+      for (std::size_t j = 0; j < seq; ++j) {
+        in[idx(i) * seq + j] = sample[j];
+        tg[idx(i) * seq + j] = sample[j + 1];
+      }
+    }
+    const auto bytes = static_cast<std::int64_t>(in.size() * sizeof(std::int32_t));
+    inputs_[idx(mb)] = kernels_->array<std::int32_t>(tokens_);
+    targets_[idx(mb)] = kernels_->array<std::int32_t>(tokens_);
+    kernels_->upload(inputs_[idx(mb)].as<void>(), in.data(), bytes);
+    kernels_->upload(targets_[idx(mb)].as<void>(), tg.data(), bytes);
+    hidden_[idx(mb)].reset();
+    grad_[idx(mb)].reset();
+    row_loss_[idx(mb)].reset();
+    has_loss_[idx(mb)] = false;
+  }
+  for (Saved& s : saved_) {
+    s = Saved{};
+  }
+}
+
+void DecoderDriver::forward(std::int32_t unit, std::int32_t mb,
+                            std::span<const float* const> params) {
+  check_call("forward", unit, mb, params.size());
+  if (!kernels_->ok()) {
+    return;
+  }
+  const std::int64_t h = config_.hidden;
+  DeviceArray& out = hidden_[idx(mb)];
+  if (unit == 0) {
+    out = floats(tokens_ * h);
+    kernels_->embedding_forward(inputs_[idx(mb)].as<std::int32_t>(), tokens_, h, params[0],
+                                out.as<float>());
+    return;
+  }
+  FSDP_CHECK(out.bytes() == tokens_ * h * kF32)
+      << "forward of unit " << unit << " microbatch " << mb << " before its input";
+  Saved& s = saved(unit, mb);
+  s.x = std::move(out);
+  compute_intermediates(unit, mb, params, s);
+  if (is_head(unit)) {
+    has_loss_[idx(mb)] = true;
+  } else {
+    // x + W2 a: the residual stream enters as beta = 1.
+    out = floats(tokens_ * h);
+    kernels_->copy(out.as<float>(), s.x.as<float>(), tokens_ * h);
+    kernels_->gemm(/*trans_a=*/false, /*trans_b=*/true, tokens_, h, config_.ffn, s.a.as<float>(),
+                   params[2], /*beta=*/1.0F, out.as<float>());
+  }
+  if (recompute_[idx(unit)]) {
+    s.drop_intermediates();
+  }
+}
+
+void DecoderDriver::recompute(std::int32_t unit, std::int32_t mb,
+                              std::span<const float* const> params) {
+  check_call("recompute", unit, mb, params.size());
+  if (unit == 0 || !kernels_->ok()) {
+    return;  // the embedding keeps nothing, so there is nothing to rebuild
+  }
+  Saved& s = saved(unit, mb);
+  FSDP_CHECK(!s.x.empty()) << "recompute of unit " << unit << " microbatch " << mb
+                           << " without its forward";
+  compute_intermediates(unit, mb, params, s);
+}
+
+void DecoderDriver::backward(std::int32_t unit, std::int32_t mb,
+                             std::span<const float* const> params, std::span<float* const> grads) {
+  check_call("backward", unit, mb, params.size());
+  FSDP_CHECK(grads.size() == params.size())
+      << "backward of unit " << unit << ": " << grads.size() << " gradient buffers for "
+      << params.size() << " parameters";
+  if (!kernels_->ok()) {
+    return;
+  }
+  const std::int64_t h = config_.hidden;
+  DeviceArray& dh = grad_[idx(mb)];
+  if (unit == 0) {
+    FSDP_CHECK(dh.bytes() == tokens_ * h * kF32)
+        << "backward of the embedding, microbatch " << mb << ", before layers.0's";
+    kernels_->embedding_backward(inputs_[idx(mb)].as<std::int32_t>(), tokens_, config_.vocab, h,
+                                 dh.as<float>(), grads[0]);
+    dh.reset();
+    return;
+  }
+  Saved& s = saved(unit, mb);
+  FSDP_CHECK(!s.x.empty()) << "backward of unit " << unit << " microbatch " << mb
+                           << " without its forward";
+  if (!s.has_intermediates()) {
+    compute_intermediates(unit, mb, params, s);
+  }
+  if (is_head(unit)) {
+    backward_head(mb, params, grads, s);
+  } else {
+    FSDP_CHECK(dh.bytes() == tokens_ * h * kF32)
+        << "backward of unit " << unit << " microbatch " << mb << " before the next unit's";
+    backward_layer(mb, params, grads, s);
+  }
+  s = Saved{};
+}
+
+void DecoderDriver::backward_head(std::int32_t mb, std::span<const float* const> params,
+                                  std::span<float* const> grads, Saved& s) {
+  const std::int64_t h = config_.hidden;
+  const std::int64_t v = config_.vocab;
+  DeviceArray dnormed = floats(tokens_ * h);
+  DeviceArray dlogits = floats(tokens_ * v);
+  kernels_->softmax_cross_entropy_backward(tokens_, v, targets_[idx(mb)].as<std::int32_t>(),
+                                           s.probs.as<float>(), dlogits.as<float>());
+  // dW_out = dlogits^T n; dn = dlogits W_out.
+  kernels_->gemm(true, false, v, h, tokens_, dlogits.as<float>(), s.normed.as<float>(), 0.0F,
+                 grads[1]);
+  kernels_->gemm(false, false, tokens_, h, v, dlogits.as<float>(), params[1], 0.0F,
+                 dnormed.as<float>());
+  grad_[idx(mb)] = norm_backward(s, params[0], dnormed, grads[0]);
+}
+
+void DecoderDriver::backward_layer(std::int32_t mb, std::span<const float* const> params,
+                                   std::span<float* const> grads, Saved& s) {
+  const std::int64_t h = config_.hidden;
+  const std::int64_t f = config_.ffn;
+  DeviceArray& dy = grad_[idx(mb)];  // the gradient at the layer's output
+  DeviceArray dnormed = floats(tokens_ * h);
+  DeviceArray da = floats(tokens_ * f);
+  DeviceArray du = floats(tokens_ * f);
+  // y = x + W2 gelu(W1 n): dW2 = dy^T a, da = dy W2, du = da gelu'(u), dW1 = du^T n,
+  // dn = du W1, dx = dy + rmsnorm'(dn).
+  kernels_->gemm(true, false, h, f, tokens_, dy.as<float>(), s.a.as<float>(), 0.0F, grads[2]);
+  kernels_->gemm(false, false, tokens_, f, h, dy.as<float>(), params[2], 0.0F, da.as<float>());
+  kernels_->gelu_backward(tokens_ * f, s.u.as<float>(), da.as<float>(), du.as<float>());
+  kernels_->gemm(true, false, f, h, tokens_, du.as<float>(), s.normed.as<float>(), 0.0F, grads[1]);
+  kernels_->gemm(false, false, tokens_, h, f, du.as<float>(), params[1], 0.0F, dnormed.as<float>());
+  const DeviceArray dx = norm_backward(s, params[0], dnormed, grads[0]);
+  kernels_->add(dy.as<float>(), dx.as<float>(), tokens_ * h);  // dy becomes dx of the input
+}
+
+DeviceArray DecoderDriver::norm_backward(const Saved& s, const float* weight,
+                                         const DeviceArray& dnormed, float* dweight) {
+  const std::int64_t h = config_.hidden;
+  DeviceArray dx = floats(tokens_ * h);
+  kernels_->rmsnorm_backward(tokens_, h, s.x.as<float>(), weight, s.inv_rms.as<float>(),
+                             dnormed.as<float>(), dx.as<float>(), dweight);
+  return dx;
+}
+
+double DecoderDriver::step_loss() const {
+  constexpr double kFailed = std::numeric_limits<double>::quiet_NaN();
+  if (!kernels_->ok()) {
+    return kFailed;  // a failed call may have left the head's forward undone
+  }
+  std::vector<double> rows(idx(tokens_));
+  double sum = 0.0;
+  for (std::int64_t mb = 0; mb < num_mb_; ++mb) {
+    FSDP_CHECK(has_loss_[idx(mb)]) << "step_loss before the head's forward of microbatch " << mb;
+    kernels_->download(rows.data(), row_loss_[idx(mb)].as<void>(),
+                       static_cast<std::int64_t>(rows.size() * sizeof(double)));
+    if (!kernels_->ok()) {
+      return kFailed;
+    }
+    double total = 0.0;  // the local loss of mb: the mean of its rows, summed in order
+    for (const double r : rows) {
+      total += r;
+    }
+    sum += total / static_cast<double>(rows.size());
+  }
+  return sum / static_cast<double>(num_mb_);
+}
+
+void DecoderDriver::set_recompute(std::int32_t unit, bool on) {
+  FSDP_CHECK(unit >= 0 && unit < num_units_) << "set_recompute of unit " << unit;
+  recompute_[idx(unit)] = on;
+}
+
+std::int64_t DecoderDriver::activation_bytes() const {
+  std::int64_t bytes = 0;
+  for (const Saved& s : saved_) {
+    bytes += s.bytes();
+  }
+  return bytes;
+}
+
+DecoderDriver::Saved& DecoderDriver::saved(std::int32_t unit, std::int32_t mb) {
+  return saved_[idx(unit) * idx(num_mb_) + idx(mb)];
+}
+
+void DecoderDriver::check_call(const char* what, std::int32_t unit, std::int32_t mb,
+                               std::size_t num_params) const {
+  FSDP_CHECK(unit >= 0 && unit < num_units_ && mb >= 0 && mb < num_mb_)
+      << what << " of unit " << unit << " microbatch " << mb << " (units: " << num_units_
+      << ", microbatches: " << num_mb_ << ")";
+  const std::size_t expected = unit == 0 ? 1 : (is_head(unit) ? 2 : 3);
+  FSDP_CHECK(num_params == expected)
+      << what << " of unit " << unit << ": " << num_params << " parameters, expected " << expected;
+}
+
+void DecoderDriver::compute_intermediates(std::int32_t unit, std::int32_t mb,
+                                          std::span<const float* const> params, Saved& s) {
+  const std::int64_t h = config_.hidden;
+  s.inv_rms = floats(tokens_);
+  s.normed = floats(tokens_ * h);
+  kernels_->rmsnorm_forward(tokens_, h, s.x.as<float>(), params[0], s.inv_rms.as<float>(),
+                            s.normed.as<float>());
+  if (is_head(unit)) {
+    const std::int64_t v = config_.vocab;
+    DeviceArray logits = floats(tokens_ * v);
+    kernels_->gemm(false, true, tokens_, v, h, s.normed.as<float>(), params[1], 0.0F,
+                   logits.as<float>());
+    s.probs = floats(tokens_ * v);
+    row_loss_[idx(mb)] = kernels_->array<double>(tokens_);
+    kernels_->softmax_cross_entropy(tokens_, v, targets_[idx(mb)].as<std::int32_t>(),
+                                    logits.as<float>(), s.probs.as<float>(),
+                                    row_loss_[idx(mb)].as<double>());
+    return;
+  }
+  const std::int64_t f = config_.ffn;
+  s.u = floats(tokens_ * f);
+  s.a = floats(tokens_ * f);
+  kernels_->gemm(false, true, tokens_, f, h, s.normed.as<float>(), params[1], 0.0F,
+                 s.u.as<float>());
+  kernels_->gelu_forward(tokens_ * f, s.u.as<float>(), s.a.as<float>());
+}
+
+}  // namespace fsdp::backend

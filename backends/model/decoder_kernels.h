@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+// The kernel seam of the decoder (docs/design/backends.md, "The driver and its kernel seam"): the
+// operations the one decoder driver (decoder_driver.h) runs, on the memory of one device. Two
+// kernel sets implement it: the host set (make_host_kernels(): kernels.h, CBLAS sgemm) and the
+// CUDA set (backends/cuda/cuda_decoder.cc: cuBLAS and cuda_kernels.cu), which follow the same
+// equations. Adding an operation to the model means adding a method here and to both sets.
+//
+// Contract of every kernel set:
+// * Pointers are memory of the set's device: the driver's own arrays (array()) and the
+//   parameter and gradient buffers the executor passes. All tensors are row-major, densely
+//   packed fp32 (token ids int32, row losses double).
+// * Calls may be asynchronous (enqueued in order on one stream); only download() waits. A call
+//   sees the effects of every earlier call.
+// * Methods return nothing: the first failure (a vendor error, an allocation) is kept as
+//   status(), and every later call of the set is a no-op (allocate() returns null). The driver
+//   checks status() before each of its own calls.
+// * Not thread-safe: one compute stream's issuer calls it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "core/base/expected.h"
+
+namespace fsdp::backend {
+
+class DecoderKernels;
+
+// Owning handle of `bytes` of device memory from a kernel set (move-only). The kernel set must
+// outlive it. Contents are unspecified when allocated (the host set zeroes them).
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { reset(); }
+  DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
+  DeviceArray& operator=(DeviceArray&& other) noexcept;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  std::int64_t bytes() const { return bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+  // Releases the memory (after every earlier call of the set that uses it) and becomes empty.
+  void reset() noexcept;
+
+ private:
+  friend class DecoderKernels;
+  DeviceArray(DecoderKernels* owner, void* ptr, std::int64_t bytes)
+      : owner_(owner), ptr_(ptr), bytes_(bytes) {}
+
+  DecoderKernels* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  std::int64_t bytes_ = 0;
+};
+
+class DecoderKernels {
+ public:
+  virtual ~DecoderKernels() = default;
+
+  // The first failure of any call so far.
+  Status status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+
+  // `n` elements of T (n >= 0) of device memory; empty when n is 0 or the set has failed.
+  template <class T>
+  DeviceArray array(std::int64_t n) {
+    const std::int64_t bytes = n * static_cast<std::int64_t>(sizeof(T));
+    void* ptr = bytes > 0 ? allocate(bytes) : nullptr;
+    return ptr == nullptr ? DeviceArray() : DeviceArray(this, ptr, bytes);
+  }
+
+  // --- memory -------------------------------------------------------------------------------
+  // `bytes` (> 0) of device memory, or null after a failure. Freed by release() (DeviceArray).
+  virtual void* allocate(std::int64_t bytes) = 0;
+  virtual void release(void* ptr, std::int64_t bytes) noexcept = 0;
+  // Host -> device; the host source may change once the call returns.
+  virtual void upload(void* dst, const void* host_src, std::int64_t bytes) = 0;
+  // Device -> host, waiting for every earlier call (the only blocking method).
+  virtual void download(void* host_dst, const void* src, std::int64_t bytes) = 0;
+  // dst[i] = src[i], i < n (device to device).
+  virtual void copy(float* dst, const float* src, std::int64_t n) = 0;
+
+  // --- linear algebra and elementwise -------------------------------------------------------
+  // C (m x n) = op(A) (m x k) * op(B) (k x n) + beta * C: A is stored m x k (k x m when
+  // trans_a), B is stored k x n (n x k when trans_b); fp32 with fp32 accumulation (no TF32).
+  virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    const float* a, const float* b, float beta, float* c) = 0;
+  // y[i] = y[i] + x[i] in fp32.
+  virtual void add(float* y, const float* x, std::int64_t n) = 0;
+
+  // --- the model's operations (equations: backends/model/kernels.h) -------------------------
+  // out[t] = table[tokens[t]], t < rows (rows of `hidden` values).
+  virtual void embedding_forward(const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                                 const float* table, float* out) = 0;
+  // dtable (vocab x hidden) = scatter-add of dout's rows to rows tokens[t], in token order
+  // (overwrites dtable).
+  virtual void embedding_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t vocab,
+                                  std::int64_t hidden, const float* dout, float* dtable) = 0;
+  // out = x * inv_rms[t] * weight; inv_rms[t] = 1 / sqrt(mean_j x[t,j]^2 + kRmsNormEps).
+  virtual void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
+                               const float* weight, float* inv_rms, float* out) = 0;
+  // dx and dweight (both overwritten) from dout at the norm's output.
+  virtual void rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
+                                const float* weight, const float* inv_rms, const float* dout,
+                                float* dx, float* dweight) = 0;
+  // a = gelu(u) (tanh approximation); du = da * gelu'(u).
+  virtual void gelu_forward(std::int64_t n, const float* u, float* a) = 0;
+  virtual void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) = 0;
+  // probs = softmax of each logits row; row_loss[t] = -log probs[t, targets[t]] in double (by
+  // log-sum-exp). The driver averages the rows in order.
+  virtual void softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
+                                     const std::int32_t* targets, const float* logits, float* probs,
+                                     double* row_loss) = 0;
+  // dlogits = (probs - onehot(targets)) / rows: the gradient of the mean loss.
+  virtual void softmax_cross_entropy_backward(std::int64_t rows, std::int64_t vocab,
+                                              const std::int32_t* targets, const float* probs,
+                                              float* dlogits) = 0;
+
+ protected:
+  // Keeps the first failure; later ones are consequences of it.
+  void fail(Error error) {
+    if (status_.ok()) {
+      status_ = std::move(error);
+    }
+  }
+
+ private:
+  Status status_;
+};
+
+// The host kernel set: host memory, backends/model/kernels.h (CBLAS sgemm, OpenBLAS pinned to
+// one thread). It never fails.
+std::unique_ptr<DecoderKernels> make_host_kernels();
+
+}  // namespace fsdp::backend

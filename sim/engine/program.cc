@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// compile_program: the Schedule compiled into the per-stream lists the event loop walks
+// (internal/program.h). Every rate-to-duration conversion happens here, in the cost models, so
+// the loop does integer work only.
+#include "sim/engine/internal/program.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "core/base/strings.h"
+
+namespace fsdp::sim::internal {
+
+Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware& hardware,
+                                        const SimOptions& options, const SimClasses& classes) {
+  StreamProgram out;
+  const auto& programs = schedule.programs();
+  out.num_classes = classes.num_classes();
+  if (programs.empty() || out.num_classes == 0) {
+    return Error(ErrorCode::kFailedPrecondition, "schedule has no rank programs");
+  }
+  out.links = axis_links(schedule.mesh(), hardware);
+  const std::size_t np = programs.size();
+  const std::size_t nc = static_cast<std::size_t>(out.num_classes);
+  out.op_base.resize(np + 1);
+  for (std::size_t p = 0; p < np; ++p) {
+    out.op_base[p + 1] = out.op_base[p] + static_cast<std::int64_t>(programs[p].ops.size());
+  }
+  out.steps.assign(static_cast<std::size_t>(out.op_base[np]), Step());
+  out.step_op.assign(static_cast<std::size_t>(out.op_base[np]), 0);
+  std::int64_t filled = 0;
+  out.list_begin.resize(np * kNumStreams);
+  out.list_end.resize(np * kNumStreams);
+  // Collectives per program, to reserve the collective lists.
+  std::vector<std::size_t> collectives(np, 0);
+  // Collective sequence (kind, axis) per stream of program 0, to check the others against.
+  std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> reference;
+  const auto& infos = schedule.collectives();
+  struct CachedCost {
+    bool valid = false;
+    OpKind kind = OpKind::kAllGather;
+    DType dtype = DType::kBf16;
+    std::int32_t axis = 0;
+    std::int64_t elements = 0;
+    CollectiveCost cost;
+  };
+  std::vector<CachedCost> cost_cache(infos.size());
+  const std::int64_t ndim = schedule.mesh().ndim();
+  for (std::size_t p = 0; p < np; ++p) {
+    const RankProgram& prog = programs[p];
+    const std::int32_t cls = static_cast<std::int32_t>(p);  // for messages: the program's id
+    std::array<std::vector<std::pair<OpKind, std::int32_t>>, kNumStreams> seq;
+    std::array<std::int64_t, kNumStreams> count{};
+    for (const Op& op : prog.ops) {
+      if (static_cast<int>(op.stream) >= kNumStreams) {
+        return Error(ErrorCode::kOutOfRange, str_cat("an op of program ", cls, " names stream ",
+                                                     static_cast<int>(op.stream), " outside [0, ",
+                                                     kNumStreams, ")"));
+      }
+      ++count[options.overlap ? static_cast<std::size_t>(op.stream) : 0];
+      collectives[p] += is_collective(op.kind) ? 1u : 0u;
+    }
+    std::array<std::int64_t, kNumStreams> fill{};
+    for (std::size_t s = 0; s < kNumStreams; ++s) {
+      const std::size_t list = p * kNumStreams + s;
+      out.list_begin[list] = s == 0 ? filled : out.list_end[list - 1];
+      out.list_end[list] = out.list_begin[list] + count[s];
+      fill[s] = out.list_begin[list];
+    }
+    filled = out.list_end[p * kNumStreams + kNumStreams - 1];
+    for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+      const Op& op = prog.ops[i];
+      // Without overlap every op runs on one serial list (stream 0) in issue order.
+      const std::size_t stream = options.overlap ? static_cast<std::size_t>(op.stream) : 0;
+      const std::int32_t idx = static_cast<std::int32_t>(i);
+      const std::size_t f = static_cast<std::size_t>(fill[stream]++);
+      Step& step = out.steps[f];
+      step.kind = op.kind;
+      step.stream = op.stream;
+      out.step_op[f] = idx;
+      if (is_collective(op.kind)) {
+        if (op.axis < 0 || op.axis >= ndim) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names mesh axis ", op.axis, " outside [0, ", ndim, ")"));
+        }
+        CollectiveCost cost;
+        if (op.collective >= 0 && static_cast<std::size_t>(op.collective) < infos.size()) {
+          // Every program (class) issues the same collective: its cost, linear in the group
+          // size for uneven members, is computed once per distinct (collective, kind, size).
+          CachedCost& cached = cost_cache[static_cast<std::size_t>(op.collective)];
+          if (!cached.valid || cached.kind != op.kind || cached.elements != op.elements ||
+              cached.dtype != op.dtype || cached.axis != op.axis) {
+            cached = CachedCost{true, op.kind, op.dtype, op.axis, op.elements,
+                                uneven_collective_cost(
+                                    op.kind, op.elements,
+                                    infos[static_cast<std::size_t>(op.collective)].member_elements,
+                                    op.dtype, out.links[static_cast<std::size_t>(op.axis)],
+                                    options.cost)};
+          }
+          cost = cached.cost;
+        } else {
+          cost = collective_cost(op.kind, op.elements, op.dtype,
+                                 out.links[static_cast<std::size_t>(op.axis)], options.cost);
+        }
+        step.arg = static_cast<std::int32_t>(out.colls.size());
+        out.colls.push_back(CollStep{
+            cost.latency, cost.transfer, cost.bus_bytes, op.axis,
+            static_cast<std::uint8_t>(out.links[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0)});
+        seq[stream].emplace_back(op.kind, op.axis);
+      } else if (is_compute(op.kind)) {
+        step.value = compute_cost(op, hardware, options.cost).ps();
+      } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
+        if (op.event < 0 || op.event >= prog.num_events) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names event ", op.event, " outside [0, ", prog.num_events, ")"));
+        }
+        step.arg = op.event;
+      } else if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
+        if (op.buffer < 0 || op.buffer >= prog.num_buffers) {
+          return Error(ErrorCode::kOutOfRange,
+                       str_cat("op ", idx, " (", to_string(op.kind), ") of program ", cls,
+                               " names buffer ", op.buffer, " outside [0, ", prog.num_buffers,
+                               ")"));
+        }
+        step.arg = op.buffer;
+        step.value = op.bytes;
+        const auto bc = static_cast<std::size_t>(op.buffer_class);
+        step.buffer_class = static_cast<std::uint8_t>(bc < kNumBufferClasses ? bc : 0);
+      }
+    }
+    if (p == 0) {
+      reference = seq;
+    } else {
+      for (std::size_t s = 0; s < kNumStreams; ++s) {
+        if (seq[s] != reference[s]) {
+          return Error(ErrorCode::kFailedPrecondition,
+                       str_cat("class ", p, " (rank ", prog.representative_rank, ") issues ",
+                               seq[s].size(), " collectives on stream ",
+                               to_string(static_cast<StreamKind>(s)),
+                               " that differ from class 0's ", reference[s].size(),
+                               " in kind or axis"));
+        }
+      }
+    }
+  }
+  out.event_base.resize(nc + 1);
+  out.buffer_base.resize(nc + 1);
+  for (std::size_t c = 0; c < nc; ++c) {
+    const RankProgram& prog = programs[static_cast<std::size_t>(classes.program[c])];
+    out.event_base[c + 1] = out.event_base[c] + std::max(prog.num_events, 0);
+    out.buffer_base[c + 1] = out.buffer_base[c] + std::max(prog.num_buffers, 0);
+  }
+  // The state every run starts from: resident buffers allocated, per class.
+  out.init_memory.assign(nc, MemoryResult());
+  out.init_allocator.assign(nc, CachingAllocator());
+  out.comm_reserve.assign(nc, 0);
+  out.trace_reserve = 0;
+  for (std::size_t c = 0; c < nc; ++c) {
+    const std::size_t p = static_cast<std::size_t>(classes.program[c]);
+    MemoryResult& m = out.init_memory[c];
+    m.capacity_bytes = hardware.memory_bytes();
+    for (const ResidentBuffer& b : programs[p].resident) {
+      m.resident_by_class[static_cast<std::size_t>(b.buffer_class)] += b.bytes;
+      m.resident_bytes += b.bytes;
+      out.init_allocator[c].allocate(static_cast<int>(StreamKind::kCompute), b.bytes);
+    }
+    m.high_water_by_class = m.resident_by_class;
+    m.peak_bytes = m.resident_bytes;
+    m.peak_by_class = m.resident_by_class;
+    m.peak_reserved_bytes = out.init_allocator[c].reserved_bytes();
+    m.fits = m.resident_bytes <= m.capacity_bytes;
+    m.reserved_fits = m.peak_reserved_bytes <= m.capacity_bytes;
+    out.comm_reserve[c] = collectives[p];
+    out.trace_reserve += programs[p].ops.size();
+  }
+  return out;
+}
+
+std::string describe_op(const Schedule& schedule, const SimClasses& classes, std::int32_t cls,
+                        std::int32_t op_index) {
+  const Op& op = schedule.programs()[static_cast<std::size_t>(
+                                         classes.program[static_cast<std::size_t>(cls)])]
+                     .ops[static_cast<std::size_t>(op_index)];
+  std::string text = str_cat(op_index, " (", to_string(op.kind));
+  if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
+    text += str_cat(", unit '", schedule.unit_names()[static_cast<std::size_t>(op.unit)], "'");
+  } else if (op.unit >= 0) {
+    text += str_cat(", unit ", op.unit);
+  }
+  if (op.microbatch >= 0) {
+    text += str_cat(", microbatch ", op.microbatch);
+  }
+  return text + ")";
+}
+
+}  // namespace fsdp::sim::internal
