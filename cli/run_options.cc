@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/run_options.h"
 
+#include <utility>
+
 #include "core/base/strings.h"
 #include "core/hardware/hardware_json.h"
 #include "core/hardware/hardware_presets.h"
@@ -66,7 +68,7 @@ Expected<Hardware> load_hardware_argument(const std::string& text) {
   return parse_hardware_json(contents, text);
 }
 
-Expected<FsdpConfig> make_config(const RunOptions& o) {
+Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
   auto ctx = [](const char* option, const Error& e) {
     return e.with_context(str_cat("--", option));
   };
@@ -78,16 +80,10 @@ Expected<FsdpConfig> make_config(const RunOptions& o) {
   if (!strategy) {
     return ctx("strategy", strategy.error());
   }
-  FsdpOptions options;
   auto layout = parse_shard_layout(o.shard_layout);
   if (!layout) {
     return ctx("shard-layout", layout.error());
   }
-  options.shard_layout = *layout;
-  options.block_size = o.block;
-  options.num_microbatches = o.microbatches;
-  options.grad_scale = o.grad_scale;
-  options.recompute = o.recompute;
   auto main = parse_dtype(o.main_params);
   if (!main) {
     return ctx("main-params", main.error());
@@ -96,7 +92,6 @@ Expected<FsdpConfig> make_config(const RunOptions& o) {
   if (!mp) {
     return ctx("main-params", mp.error());
   }
-  options.mixed_precision = *mp;
   auto kind = parse_optimizer_kind(o.optimizer);
   if (!kind) {
     return ctx("optimizer", kind.error());
@@ -105,7 +100,6 @@ Expected<FsdpConfig> make_config(const RunOptions& o) {
   if (!opt) {
     return ctx("optimizer", opt.error());
   }
-  options.optimizer = *opt;
   auto fwd = parse_prefetch_policy(o.forward_prefetch);
   if (!fwd) {
     return ctx("forward-prefetch", fwd.error());
@@ -118,8 +112,17 @@ Expected<FsdpConfig> make_config(const RunOptions& o) {
   if (!sched) {
     return ctx("max-inflight-all-gathers", sched.error());
   }
-  options.schedule = *sched;
-  return make_fsdp_config(*strategy, *mesh, options, o.tensor_atomic);
+  return ConfigOptions{.mesh = std::move(*mesh),
+                       .strategy = *strategy,
+                       .tensor_atomic = o.tensor_atomic,
+                       .shard_layout = *layout,
+                       .block_size = o.block,
+                       .microbatches = o.microbatches,
+                       .grad_scale = o.grad_scale,
+                       .recompute = o.recompute,
+                       .mixed_precision = *mp,
+                       .optimizer = *opt,
+                       .schedule = *sched};
 }
 
 Expected<Workload> make_workload(const RunOptions& o) {
@@ -134,11 +137,21 @@ Expected<Workload> make_workload(const RunOptions& o) {
   return Workload{o.seq_len, o.micro_batch_size};
 }
 
-Expected<Schedule> build_schedule_from_options(const RunOptions& options) {
+Expected<PlannedRun> plan_run(const RunOptions& options) {
   FSDP_TRY(Model model, load_model_argument(options.model));
-  FSDP_TRY(FsdpConfig config, make_config(options));
+  FSDP_TRY(const ConfigOptions config_options, parse_config_options(options));
+  FSDP_TRY(FsdpConfig config, assemble_config(config_options));
   FSDP_TRY(Workload workload, make_workload(options));
-  return build_schedule(model, config, workload);
+  return PlannedRun{std::move(model), std::move(config), workload};
+}
+
+Expected<Schedule> build_run_schedule(const PlannedRun& run) {
+  return build_schedule(run.model, run.config, run.workload);
+}
+
+Expected<Schedule> build_schedule_from_options(const RunOptions& options) {
+  FSDP_TRY(const PlannedRun run, plan_run(options));
+  return build_run_schedule(run);
 }
 
 }  // namespace fsdp::cli

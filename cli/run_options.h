@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Options shared by every subcommand that plans a training step (schedule, and later simulate
-// and sweep): the model, the mesh and strategy, and the policies, turned into validated values.
+// Options shared by every subcommand that plans a training step (schedule, simulate; sweep uses
+// a subset): the model, the mesh and strategy, and the policies. RunOptions holds the text the
+// option parser fills; parse_config_options turns it, once, into typed ConfigOptions
+// (core/policy/config_options.h), and everything after that works on typed values.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "core/base/expected.h"
 #include "core/hardware/hardware.h"
 #include "core/model/model.h"
+#include "core/policy/config_options.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule_builder.h"
 
@@ -17,6 +20,7 @@
 
 namespace fsdp::cli {
 
+// The options as the parser leaves them (text where the command line gives text).
 struct RunOptions {
   std::string model = "llama-3-8b";
   std::string mesh = "dp=8";
@@ -50,11 +54,26 @@ Expected<Model> load_model_argument(const std::string& text);
 // file.
 Expected<Hardware> load_hardware_argument(const std::string& text);
 
-// Validates everything into an FsdpConfig; errors name the option.
-Expected<FsdpConfig> make_config(const RunOptions& options);
+// The typed values of the options (all but --model, --seq-len and --micro-batch-size), each
+// text parsed once. The first error, named by its option ("--mesh: ...", "--strategy: ...",
+// "--shard-layout", "--main-params", "--optimizer", "--forward-prefetch", "--backward-prefetch",
+// "--max-inflight-all-gathers", checked in that order).
+Expected<ConfigOptions> parse_config_options(const RunOptions& options);
+// --seq-len and --micro-batch-size; errors name the option.
 Expected<Workload> make_workload(const RunOptions& options);
 
-// The model, config and workload of `options`, and the schedule built from them.
+// What a planning subcommand works on: the model, the config and the workload of the options.
+struct PlannedRun {
+  Model model;
+  FsdpConfig config;
+  Workload workload;
+};
+// The model (--model), then the config, then the workload; the first error.
+Expected<PlannedRun> plan_run(const RunOptions& options);
+
+// build_schedule of the run.
+Expected<Schedule> build_run_schedule(const PlannedRun& run);
+// plan_run, then build_run_schedule.
 Expected<Schedule> build_schedule_from_options(const RunOptions& options);
 
 }  // namespace fsdp::cli

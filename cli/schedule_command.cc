@@ -56,7 +56,11 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, "schedule",
                               str_cat("--format is '", format, "'; expected text, json or dot"));
   }
-  auto schedule = build_schedule_from_options(options);
+  auto run = plan_run(options);
+  if (!run) {
+    return report_error(io, run.error());
+  }
+  auto schedule = build_run_schedule(*run);
   if (!schedule) {
     return report_error(io, schedule.error());
   }

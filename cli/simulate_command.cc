@@ -172,7 +172,11 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (vm["sm-slowdown"].defaulted()) {  // a calibrated file's measured slowdown, if it has one
     sim_options.cost = sim::calibrated_cost_options(sim_options.cost, *hardware);
   }
-  auto schedule = build_schedule_from_options(options);
+  auto run = plan_run(options);
+  if (!run) {
+    return report_error(io, run.error());
+  }
+  auto schedule = build_run_schedule(*run);
   if (!schedule) {
     return report_error(io, schedule.error());
   }

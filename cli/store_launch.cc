@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "cli/backend_registry.h"
 #include "core/base/strings.h"
 
 namespace po = boost::program_options;
@@ -73,9 +74,16 @@ Expected<std::optional<StoreLaunch>> resolve_store_launch(const StoreLaunchArgs&
                        "NCCL); expected no --store, --rank, --world-size or ",
                        kStoreEnv, ", ", kRankEnv, ", ", kWorldSizeEnv, " under mpirun"));
   }
-  if (backend != "cuda") {
-    return bad(str_cat(given.from, " is set with --backend ", backend,
-                       "; expected --backend cuda (only NCCL bootstraps over a store)"));
+  if (const BackendEntry* entry = find_backend(backend);
+      entry == nullptr || !entry->store_launch) {
+    std::string store_backends;
+    for (const BackendEntry& e : backend_entries()) {
+      if (e.store_launch) {
+        store_backends += str_cat(store_backends.empty() ? "" : " or ", "--backend ", e.name);
+      }
+    }
+    return bad(str_cat(given.from, " is set with --backend ", backend, "; expected ",
+                       store_backends, " (only NCCL bootstraps over a store)"));
   }
   if (text.from.empty() || rank.from.empty() || world.from.empty()) {
     return bad(str_cat(given.from, " is set but ",

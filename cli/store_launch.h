@@ -43,7 +43,8 @@ void add_store_launch_options(boost::program_options::options_description& desc,
 // in-process paths). Errors (kInvalidArgument, one line naming the flag or variable, expected and
 // actual value): a store without a rank or a world size, or the reverse; a rank or world size
 // that is not an integer; world size < 1 or != mesh_size (when mesh_size > 0); rank outside
-// [0, world size); a malformed store address; a backend other than cuda; started by mpirun.
+// [0, world size); a malformed store address; a backend whose registry entry
+// (cli/backend_registry.h) cannot launch over a store (all but cuda); started by mpirun.
 Expected<std::optional<StoreLaunch>> resolve_store_launch(const StoreLaunchArgs& args,
                                                           std::string_view backend,
                                                           std::int64_t mesh_size,

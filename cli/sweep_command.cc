@@ -15,9 +15,11 @@
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
-#include "cli/sweep.h"
+#include "cli/sweep_format.h"
 #include "core/base/strings.h"
 #include "core/model/model.h"
+#include "core/policy/config_options.h"
+#include "sweep/sweep.h"
 
 namespace po = boost::program_options;
 
@@ -130,8 +132,8 @@ struct SweepArgs {
 // Everything except the MPI agreement: options into a space and a base. Returns an exit code
 // on failure (after printing the one-line error).
 struct Prepared {
-  SweepSpace space;
-  std::optional<SweepBase> base;  // set when prepare succeeds
+  sweep::SweepSpace space;
+  std::optional<sweep::SweepBase> base;  // set when prepare succeeds
   SweepSort sort = SweepSort::kTime;
 };
 
@@ -185,7 +187,7 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
                        }
                        return v;
                      });
-  auto prefetch = parse_list<std::string>("prefetch", a.prefetch, parse_sweep_prefetch);
+  auto prefetch = parse_list<PrefetchPolicy>("prefetch", a.prefetch, parse_sweep_prefetch);
   auto streams = parse_list<bool>("streams", a.streams,
                                   [](const std::string& s) -> Expected<bool> {
                                     if (s == "separate" || s == "unified") {
@@ -215,11 +217,18 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   if (!workload) {
     return report_error(io, workload.error());
   }
+  // --recompute, --optimizer, --main-params, --max-inflight-all-gathers (the mesh, strategy,
+  // layout, microbatches, prefetch and streams are each point's).
+  auto config = parse_config_options(run);
+  if (!config) {
+    return report_error(io, config.error());
+  }
   auto model = load_model_argument(run.model);
   if (!model) {
     return report_error(io, model.error().with_context("--model"));
   }
-  p->base = SweepBase{std::move(*model), *hardware, run, sim::SimOptions{}};
+  p->base = sweep::SweepBase{std::move(*model), *hardware, std::move(*config), *workload,
+                             sim::SimOptions{}};
   return std::nullopt;
 }
 
@@ -293,7 +302,11 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
     return report_error(out, Error(ErrorCode::kUnavailable,
                                    "another MPI rank could not set up the sweep"));
   }
-  const std::vector<SweepPoint> points = enumerate_sweep(p.space);
+  auto enumerated = sweep::enumerate_sweep(p.space);
+  if (!enumerated) {
+    return report_error(out, enumerated.error());
+  }
+  const std::vector<sweep::SweepPoint>& points = *enumerated;
   if (points.empty()) {
     return report_error(out, Error(ErrorCode::kInvalidArgument,
                                    str_cat("the sweep has no configuration: no mesh of ",
@@ -317,11 +330,12 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
   if (mpi.is_root() && io.err_is_terminal) {
     progress = [&io](std::int64_t done, std::int64_t total) { draw_progress(io.err, done, total); };
   }
-  std::vector<SweepOutcome> local = run_sweep_points(*p.base, points, mine, jobs, progress);
+  std::vector<sweep::SweepOutcome> local =
+      sweep::run_sweep_points(*p.base, points, mine, jobs, progress);
 
   nlohmann::json local_json = nlohmann::json::array();
-  for (const SweepOutcome& o : local) {
-    local_json.push_back(outcome_to_json(o));
+  for (const sweep::SweepOutcome& o : local) {
+    local_json.push_back(sweep::outcome_to_json(o));
   }
   auto gathered = mpi.gather_to_root(local_json.dump());
   if (!gathered) {
@@ -330,7 +344,7 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
   if (!mpi.is_root()) {
     return kExitOk;
   }
-  std::vector<SweepOutcome> outcomes(points.size());
+  std::vector<sweep::SweepOutcome> outcomes(points.size());
   std::vector<bool> seen(points.size(), false);
   for (const std::string& part : *gathered) {
     const auto parsed = nlohmann::json::parse(part, nullptr, /*allow_exceptions=*/false);
@@ -338,7 +352,7 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       return report_error(out, Error(ErrorCode::kInternal, "a rank sent malformed results"));
     }
     for (const nlohmann::json& j : parsed) {
-      auto o = outcome_from_json(j);
+      auto o = sweep::outcome_from_json(j);
       if (!o) {
         return report_error(out, o.error());
       }
@@ -354,7 +368,7 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
   if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
     return report_error(out, Error(ErrorCode::kInternal, "some configurations have no result"));
   }
-  mark_pareto_front(points, outcomes);
+  sweep::mark_pareto_front(points, outcomes);
   const SweepReport report{run.model,        &p.base->hardware, p.space.ranks,
                            run.seq_len * run.micro_batch_size, &points, &outcomes};
   if (a.format == "json") {

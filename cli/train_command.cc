@@ -2,9 +2,10 @@
 // `fsdpsim train`: trains the small decoder model (backends/model/decoder.h) for real by executing
 // the schedule IR op for op (backends/exec). Under mpirun every MPI rank is one mesh rank (MPI
 // communicators); otherwise the ranks are threads of this process (in-process communicators).
-// --backend cuda runs the same executor on GPUs (CudaDevice; NCCL under mpirun, the device
-// in-process communicators otherwise). Prints the loss per step; --check compares with the
-// unsharded reference.
+// --backend picks the device and communicators through the registry (cli/backend_registry.h):
+// cpu, or cuda (CudaDevice; NCCL under mpirun or over a store, the device in-process
+// communicators otherwise). Prints the loss per step; --check compares with the unsharded
+// reference.
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -16,11 +17,10 @@
 #include <string_view>
 #include <thread>
 
-#include "backends/cpu/cpu_device.h"
-#include "backends/cpu/in_process_training.h"
-#include "backends/cpu/mpi_comm.h"
+#include "backends/cpu/mpi_session.h"
 #include "backends/exec/trainer.h"
 #include "backends/store/rendezvous.h"
+#include "cli/backend_registry.h"
 #include "cli/command.h"
 #include "cli/store_launch.h"
 #include "cli/subcommands.h"
@@ -28,10 +28,6 @@
 #include "core/base/strings.h"
 #include "core/mesh/device_mesh.h"
 #include "core/schedule/trace_events.h"
-
-#if defined(FSDP_HAS_CUDA)
-#include "backends/cuda/cuda_backend.h"
-#endif
 
 #include <nlohmann/json.hpp>
 
@@ -140,21 +136,6 @@ bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult
   return ok;
 }
 
-// This MPI rank's device and communicators for `backend` ("cpu" or, when built, "cuda").
-Expected<exec::RankEnv> mpi_rank_env(const std::string& backend, cpu::MpiSession& session,
-                                     const DeviceMesh& mesh, double timeout_s) {
-#if defined(FSDP_HAS_CUDA)
-  if (backend == "cuda") {
-    return cuda::make_mpi_rank_env(mesh, session.rank());
-  }
-#endif
-  (void)backend;
-  exec::RankEnv env;
-  FSDP_TRY(env.comms, cpu::make_mpi_communicators(session, mesh, timeout_s));
-  env.device = std::make_unique<cpu::CpuDevice>(str_cat("rank ", session.rank()));
-  return env;
-}
-
 // Trains this process's rank `rank` (under mpirun or started with a store): rank 0 prints the
 // losses, every rank checks against the reference when `check`, and the trace goes to rank 0's
 // file (or every rank's, with {rank}). An exit status.
@@ -183,7 +164,7 @@ int train_one_rank(const exec::TrainSetup& setup, const exec::TrainSpec& spec, s
   return status;
 }
 
-int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
+int run_mpi(const TrainBackend& backend, const exec::TrainSpec& spec, bool check,
             const std::string& trace, std::int64_t stall_rank, Io& io) {
   auto session = cpu::MpiSession::get();
   if (!session) {
@@ -193,7 +174,7 @@ int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
   if (!setup) {
     return report_error(io, setup.error());
   }
-  auto env = mpi_rank_env(backend, **session, setup->config.mesh(), spec.timeout_s);
+  auto env = backend.mpi_rank_env(**session, setup->config.mesh(), spec.timeout_s);
   if (!env) {
     return report_error(io, env.error());
   }
@@ -207,14 +188,13 @@ int run_mpi(const std::string& backend, const exec::TrainSpec& spec, bool check,
   return status;
 }
 
-#if defined(FSDP_HAS_CUDA)
 // A process started without mpirun (--rank/--world-size/--store): the ranks meet in the store
 // (a join barrier, so a rank that never starts is a timeout naming it rather than a hang in
 // ncclCommInitRank), NCCL's unique ids travel through it, and at the end rank 0 waits until
 // every rank is done with the store before clearing it (and, for tcp:, stopping to serve it).
 // Otherwise as run_mpi: rank 0 prints, every rank checks.
-int run_store(const StoreLaunch& launch, const exec::TrainSpec& spec, bool check,
-              const std::string& trace, Io& io) {
+int run_store(const TrainBackend& backend, const StoreLaunch& launch,
+              const exec::TrainSpec& spec, bool check, const std::string& trace, Io& io) {
   auto setup = exec::prepare_training(spec);
   if (!setup) {
     return report_error(io, setup.error());
@@ -229,7 +209,7 @@ int run_store(const StoreLaunch& launch, const exec::TrainSpec& spec, bool check
       !s.ok()) {
     return report_error(io, s.error());
   }
-  auto env = cuda::make_store_rank_env(setup->config.mesh(), launch.rank, **store, timeout);
+  auto env = backend.store_rank_env(setup->config.mesh(), launch.rank, **store, timeout);
   if (!env) {
     return report_error(io, env.error());
   }
@@ -241,9 +221,8 @@ int run_store(const StoreLaunch& launch, const exec::TrainSpec& spec, bool check
   }
   return status;
 }
-#endif
 
-int run_in_process(const std::string& backend, const exec::TrainSpec& spec, bool check,
+int run_in_process(const TrainBackend& backend, const exec::TrainSpec& spec, bool check,
                    const std::string& trace, Io& io) {
   auto setup = exec::prepare_training(spec);
   if (!setup) {
@@ -252,15 +231,7 @@ int run_in_process(const std::string& backend, const exec::TrainSpec& spec, bool
   auto print = [&](std::int64_t step, double loss) {
     io.out << format_loss(step, loss) << std::endl;
   };
-  std::vector<Expected<exec::RankResult>> outcomes;
-#if defined(FSDP_HAS_CUDA)
-  if (backend == "cuda") {
-    outcomes = cuda::run_ranks_in_process_cuda(*setup, spec, /*skip_rank=*/{}, print);
-  }
-#endif
-  if (backend == "cpu") {
-    outcomes = cpu::run_ranks_in_process(*setup, spec, /*skip_rank=*/{}, print);
-  }
+  std::vector<Expected<exec::RankResult>> outcomes = backend.run_in_process(*setup, spec, print);
   std::vector<exec::RankResult> results;
   for (auto& o : outcomes) {
     if (!o) {
@@ -325,42 +296,32 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
   }
-  // Rank, world size and store (flags or FSDP_* variables) are checked before any GPU probe.
-  Expected<DeviceMesh> mesh = parse_device_mesh(train.spec.mesh);
-  auto launch =
-      resolve_store_launch(store_args, a.backend, mesh ? mesh->size() : 0, cpu::launched_by_mpi());
-  if (!launch) {
-    return report_usage_error(io, "train", launch.error().message());
-  }
-#if defined(FSDP_HAS_CUDA)
-  if (a.backend == "cuda") {
-    if (Status s = cuda::check_cuda_usable(); !s.ok()) {
-      return report_error(io, s.error());
-    }
-  }
-#else
-  if (a.backend == "cuda") {
-    return report_error(io,
-                        Error(ErrorCode::kUnavailable,
-                              "--backend cuda: the CUDA backend is not built in this binary "
-                              "(configure with -DFSDP_CUDA=ON on a machine with nvcc and NCCL)"));
-  }
-#endif
-  if (a.backend != "cpu" && a.backend != "cuda") {
-    return report_usage_error(io, "train",
-                              str_cat("--backend is '", a.backend, "'; expected cpu or cuda"));
-  }
+  // The options as typed values (errors name the option), then rank, world size and store
+  // (flags or FSDP_* variables), then the backend: all before any GPU probe or store.
   auto full = make_train_spec(train);
   if (!full) {
     return report_error(io, full.error());
   }
-#if defined(FSDP_HAS_CUDA)
-  if (*launch) {
-    return run_store(**launch, *full, a.check, a.trace, io);
+  auto launch =
+      resolve_store_launch(store_args, a.backend, full->mesh.size(), cpu::launched_by_mpi());
+  if (!launch) {
+    return report_usage_error(io, "train", launch.error().message());
   }
-#endif
-  return cpu::launched_by_mpi() ? run_mpi(a.backend, *full, a.check, a.trace, a.stall_rank, io)
-                                : run_in_process(a.backend, *full, a.check, a.trace, io);
+  auto backend = make_train_backend(a.backend);
+  if (!backend) {
+    return backend.error().code() == ErrorCode::kInvalidArgument
+               ? report_usage_error(io, "train", backend.error().message())
+               : report_error(io, backend.error());
+  }
+  if (Status s = (*backend)->check_usable(); !s.ok()) {
+    return report_error(io, s.error());
+  }
+  if (*launch) {
+    return run_store(**backend, **launch, *full, a.check, a.trace, io);
+  }
+  return cpu::launched_by_mpi()
+             ? run_mpi(**backend, *full, a.check, a.trace, a.stall_rank, io)
+             : run_in_process(**backend, *full, a.check, a.trace, io);
 }
 
 }  // namespace fsdp::cli

@@ -24,9 +24,8 @@ Status take(Expected<T> parsed, std::string_view option, T* out) {
 
 void add_train_options(po::options_description& desc, TrainOptions* o) {
   exec::TrainSpec& spec = o->spec;
-  spec.mesh = "dp=4";
   desc.add_options()
-      ("mesh", po::value(&spec.mesh)->default_value("dp=4"),
+      ("mesh", po::value(&o->mesh)->default_value("dp=4"),
        "device mesh, outermost axis first: dp=4 or outer=2,inner=2")
       ("strategy", po::value(&o->strategy)->default_value("zero3"),
        "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
@@ -64,6 +63,7 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
 
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   exec::TrainSpec spec = o.spec;
+  FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
   FSDP_RETURN_IF_ERROR(take(parse_strategy(o.strategy), "--strategy", &spec.strategy));
   FSDP_RETURN_IF_ERROR(
       take(parse_shard_layout(o.shard_layout), "--shard-layout", &spec.shard_layout));

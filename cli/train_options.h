@@ -14,8 +14,11 @@
 
 namespace fsdp::cli {
 
+// The parser's view: numbers and flags go straight into `spec`, text into the strings, which
+// make_train_spec parses once into spec's typed fields.
 struct TrainOptions {
-  exec::TrainSpec spec;  // the sizes, mesh, flags and numbers parsed straight into it
+  exec::TrainSpec spec;  // the sizes, flags and numbers parsed straight into it
+  std::string mesh = "dp=4";
   std::string strategy = "zero3";
   std::string shard_layout = "padded";
   std::string prefetch = "next(1)";
@@ -31,7 +34,7 @@ struct TrainOptions {
 // --timeout (everything but --steps) with `fsdpsim train`'s defaults.
 void add_train_options(boost::program_options::options_description& desc, TrainOptions* options);
 
-// The spec with the text options parsed; errors name the option ("--prefetch: ...").
+// The spec with the text options parsed; errors name the option ("--mesh: ...", "--prefetch: ...").
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& options);
 
 }  // namespace fsdp::cli

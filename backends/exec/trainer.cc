@@ -13,6 +13,23 @@
 
 namespace fsdp::exec {
 
+Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
+  FSDP_TRY(MixedPrecisionPolicy mixed_precision,
+           MixedPrecisionPolicy::make(spec.main_params, std::nullopt, spec.compute));
+  FSDP_TRY(OptimizerPolicy optimizer, OptimizerPolicy::make(spec.optimizer, DType::kFp32));
+  return ConfigOptions{.mesh = spec.mesh,
+                       .strategy = spec.strategy,
+                       .tensor_atomic = spec.tensor_atomic,
+                       .shard_layout = spec.shard_layout,
+                       .block_size = spec.block_size,
+                       .microbatches = spec.microbatches,
+                       .grad_scale = spec.grad_scale,
+                       .recompute = spec.recompute,
+                       .mixed_precision = std::move(mixed_precision),
+                       .optimizer = std::move(optimizer),
+                       .schedule = spec.schedule};
+}
+
 Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
   if (spec.steps < 1) {
     return Error(ErrorCode::kInvalidArgument, str_cat("steps is ", spec.steps, "; expected >= 1"));
@@ -23,18 +40,8 @@ Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
   }
   FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
-  FSDP_TRY(DeviceMesh mesh, parse_device_mesh(spec.mesh));
-  FsdpOptions options;
-  options.shard_layout = spec.shard_layout;
-  options.block_size = spec.block_size;
-  options.num_microbatches = spec.microbatches;
-  options.grad_scale = spec.grad_scale;
-  options.recompute = spec.recompute;
-  FSDP_TRY(options.mixed_precision,
-           MixedPrecisionPolicy::make(spec.main_params, std::nullopt, spec.compute));
-  FSDP_TRY(options.optimizer, OptimizerPolicy::make(spec.optimizer, DType::kFp32));
-  options.schedule = spec.schedule;
-  FSDP_TRY(FsdpConfig config, make_fsdp_config(spec.strategy, mesh, options, spec.tensor_atomic));
+  FSDP_TRY(const ConfigOptions options, config_options_of(spec));
+  FSDP_TRY(FsdpConfig config, assemble_config(options));
   Workload workload;
   workload.seq_len = spec.model.seq_len;
   workload.micro_batch_size = spec.model.micro_batch_size;
@@ -161,9 +168,8 @@ double max_relative_error(const backend::ParamValues& a, const backend::ParamVal
 }
 
 Expected<backend::TrainResult> train_reference(const TrainSpec& spec) {
-  FSDP_TRY(DeviceMesh mesh, parse_device_mesh(spec.mesh));
   return backend::train_unsharded(spec.model, spec.optimizer, spec.hyper, spec.steps,
-                                  spec.microbatches, mesh.size(), spec.grad_scale);
+                                  spec.microbatches, spec.mesh.size(), spec.grad_scale);
 }
 
 }  // namespace fsdp::exec

@@ -19,7 +19,9 @@
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/mesh/strategy.h"
+#include "core/mesh/device_mesh.h"
 #include "core/model/model.h"
+#include "core/policy/config_options.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule.h"
 
@@ -27,7 +29,7 @@ namespace fsdp::exec {
 
 struct TrainSpec {
   backend::DecoderConfig model;
-  std::string mesh = "dp=4";
+  DeviceMesh mesh = one_axis_mesh(4);  // dp=4
   Strategy strategy = Strategy::kZero3;
   ShardLayout shard_layout = ShardLayout::kPadded;
   bool tensor_atomic = false;
@@ -52,9 +54,14 @@ struct TrainSetup {
   backend::ParamValues initial;
 };
 
-// Errors (one line each): steps < 1 or timeout <= 0; the decoder config; the mesh text; the
-// strategy on that mesh; the FsdpConfig; the schedule (a layout that rejects a shape stops here,
-// before anything is allocated).
+// The spec's configuration as typed options for assemble_config (the mixed-precision and
+// optimizer policies of its dtypes and optimizer kind; fp32 optimizer state). Errors: those
+// policies' (e.g. fp8 main params).
+Expected<ConfigOptions> config_options_of(const TrainSpec& spec);
+
+// Errors (one line each): steps < 1 or timeout <= 0; the decoder config; config_options_of's;
+// assemble_config's (the strategy on the mesh, the FsdpConfig checks); the schedule (a layout
+// that rejects a shape stops here, before anything is allocated).
 Expected<TrainSetup> prepare_training(const TrainSpec& spec);
 
 struct RankResult {

@@ -7,6 +7,7 @@
 #include "core/api/internal/context_state.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
+#include "core/policy/config_options.h"
 
 namespace fsdp {
 namespace {
@@ -250,16 +251,9 @@ Expected<FsdpConfig> FsdpContext::config() const {
                                  s.microbatches, " microbatches with is_last=false"));
   }
   FSDP_CHECK(s.first_config.has_value());
-  const FsdpConfig& first = *s.first_config;
-  FsdpOptions options{.shard_layout = first.shard_layout(),
-                      .block_size = first.block_size(),
-                      .num_microbatches = s.microbatches > 0 ? s.microbatches : 1,
-                      .grad_scale = first.grad_scale(),
-                      .recompute = first.recompute(),
-                      .mixed_precision = first.mixed_precision(),
-                      .optimizer = first.optimizer(),
-                      .schedule = first.schedule()};
-  return FsdpConfig::make(first.placements(), std::move(options));
+  ConfigOptions options = config_options_of(*s.first_config);
+  options.microbatches = s.microbatches > 0 ? s.microbatches : 1;
+  return assemble_config(options);
 }
 
 Expected<Schedule> FsdpContext::schedule() const {

@@ -7,6 +7,7 @@
 
 #include "core/api/internal/context_state.h"
 #include "core/base/strings.h"
+#include "core/policy/config_options.h"
 
 namespace fsdp {
 namespace {
@@ -125,21 +126,17 @@ Status fully_shard(FsdpContext& context, std::string_view module, const DeviceMe
                  str_cat(prefix, "expected a module not yet wrapped, got one already wrapped by "
                                  "fully_shard"));
   }
-  if (placements.mesh() != mesh) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(prefix, "placements: expected placements validated against the mesh ",
-                         to_string(mesh), ", got placements for the mesh ",
-                         to_string(placements.mesh())));
-  }
-  FsdpOptions options{.shard_layout = shard_layout,
-                      .block_size = s.options.block_size,
-                      .num_microbatches = 1,
-                      .grad_scale = grad_scale,
-                      .recompute = s.options.recompute,
-                      .mixed_precision = mixed_precision_policy,
-                      .optimizer = s.options.optimizer,
-                      .schedule = schedule_policy};
-  auto config = FsdpConfig::make(placements, std::move(options));
+  // One microbatch: FsdpContext::config() counts the step's microbatch scopes.
+  auto config = assemble_config(ConfigOptions{.mesh = mesh,
+                                              .placements = placements,
+                                              .shard_layout = shard_layout,
+                                              .block_size = s.options.block_size,
+                                              .microbatches = 1,
+                                              .grad_scale = grad_scale,
+                                              .recompute = s.options.recompute,
+                                              .mixed_precision = mixed_precision_policy,
+                                              .optimizer = s.options.optimizer,
+                                              .schedule = schedule_policy});
   if (!config) {
     return config.error().with_context(prefix.substr(0, prefix.size() - 2));
   }

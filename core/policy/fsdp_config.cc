@@ -5,6 +5,7 @@
 
 #include "core/base/check.h"
 #include "core/base/strings.h"
+#include "core/policy/config_options.h"
 
 namespace fsdp {
 
@@ -54,8 +55,17 @@ bool FsdpConfig::is_last_microbatch(std::int64_t mb) const {
 
 Expected<FsdpConfig> make_fsdp_config(Strategy strategy, const DeviceMesh& mesh,
                                       FsdpOptions options, bool tensor_atomic) {
-  FSDP_TRY(Placements placements, make_strategy_placements(strategy, mesh, tensor_atomic));
-  return FsdpConfig::make(std::move(placements), std::move(options));
+  return assemble_config(ConfigOptions{.mesh = mesh,
+                                       .strategy = strategy,
+                                       .tensor_atomic = tensor_atomic,
+                                       .shard_layout = options.shard_layout,
+                                       .block_size = options.block_size,
+                                       .microbatches = options.num_microbatches,
+                                       .grad_scale = options.grad_scale,
+                                       .recompute = options.recompute,
+                                       .mixed_precision = std::move(options.mixed_precision),
+                                       .optimizer = std::move(options.optimizer),
+                                       .schedule = std::move(options.schedule)});
 }
 
 std::string to_string(const FsdpConfig& config) {

@@ -2,8 +2,8 @@
 // FsdpConfig: everything a run fixes besides the model and the hardware: the mesh and placements
 // (or a strategy recipe), the shard layout and row block, the microbatch count, grad_scale,
 // activation recomputation, mixed precision, the optimizer and the schedule policy (fully_shard's
-// arguments, spec §4.1, plus the step loop of §4.7). Immutable; built only by FsdpConfig::make or
-// make_fsdp_config, which check every field.
+// arguments, spec §4.1, plus the step loop of §4.7). Immutable; built only by FsdpConfig::make,
+// which checks every field; front ends go through assemble_config (core/policy/config_options.h).
 #pragma once
 
 #include <cstdint>
@@ -67,7 +67,8 @@ class FsdpConfig {
   FsdpOptions options_;
 };
 
-// make_strategy_placements(strategy, mesh, tensor_atomic), then FsdpConfig::make.
+// make_strategy_placements(strategy, mesh, tensor_atomic), then FsdpConfig::make: shorthand for
+// assemble_config (core/policy/config_options.h) with those fields.
 Expected<FsdpConfig> make_fsdp_config(Strategy strategy, const DeviceMesh& mesh,
                                       FsdpOptions options, bool tensor_atomic = false);
 

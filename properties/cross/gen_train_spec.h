@@ -54,9 +54,11 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
                                    Strategy::kZero3, Strategy::kZero3, Strategy::kHsdp,
                                    Strategy::kHfsdp);
     if (strategy_mesh_ndim(s.strategy) == 2) {
-      s.mesh = *rc::gen::element(std::string("outer=2,inner=2"), std::string("outer=2,inner=4"));
+      s.mesh = parse_device_mesh(*rc::gen::element(std::string("outer=2,inner=2"),
+                                                   std::string("outer=2,inner=4")))
+                   .value();
     } else {
-      s.mesh = "dp=" + std::to_string(*rc::gen::inRange<std::int64_t>(1, 9));
+      s.mesh = one_axis_mesh(*rc::gen::inRange<std::int64_t>(1, 9));
       s.shard_layout = *rc::gen::element(ShardLayout::kPadded, ShardLayout::kUnpadded);
       s.tensor_atomic = s.strategy != Strategy::kNoShard && *rc::gen::arbitrary<bool>();
     }

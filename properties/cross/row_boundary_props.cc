@@ -404,7 +404,7 @@ exec::TrainSpec fixed_spec(Strategy strategy, const std::string& mesh, std::int6
                            std::int64_t microbatches) {
   exec::TrainSpec s = exec::testing::tiny_train_spec();
   s.strategy = strategy;
-  s.mesh = mesh;
+  s.mesh = parse_device_mesh(mesh).value();
   s.block_size = block;
   s.microbatches = microbatches;
   s.steps = 2;

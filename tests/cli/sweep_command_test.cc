@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of `fsdpsim sweep` through the command function, on a two-layer model so that
-// every configuration simulates quickly; plus the enumeration and Pareto helpers directly.
+// every configuration simulates quickly; plus the --prefetch item parser. The engine's own tests
+// (enumeration, pool, front) are in tests/sweep.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -12,7 +13,7 @@
 
 #include "cli/command.h"
 #include "cli/subcommands.h"
-#include "cli/sweep.h"
+#include "cli/sweep_format.h"
 #include "core/base/strings.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -83,40 +84,11 @@ bool dominates(const nlohmann::json& a, const nlohmann::json& b) {
   return ta <= tb && ma <= mb && (ta < tb || ma < mb);
 }
 
-TEST(SweepCommandTest, EnumeratesEveryLegalConfigurationOnce) {
-  SweepSpace space;
-  space.ranks = 16;
-  space.strategies = {Strategy::kNoShard, Strategy::kZero3, Strategy::kHsdp};
-  space.layouts = {ShardLayout::kPadded, ShardLayout::kUnpadded};
-  space.microbatches = {1, 4};
-  space.prefetch = {"none", "next(1)", "next(2)"};
-  space.unified_streams = {false, true};
-  const std::vector<SweepPoint> points = enumerate_sweep(space);
-  // noshard: 1 layout; zero3: 2 layouts; hsdp: inner 2, 4, 8, padded only; 12 per layout.
-  EXPECT_EQ(points.size(), (1u + 2u + 3u) * 12u);
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    EXPECT_EQ(points[i].index, static_cast<std::int64_t>(i));
-    if (points[i].strategy != Strategy::kZero3) {
-      EXPECT_EQ(points[i].layout, ShardLayout::kPadded) << points[i].mesh;
-    }
-    for (std::size_t j = 0; j < i; ++j) {
-      SweepPoint other = points[j];
-      other.index = points[i].index;
-      EXPECT_NE(other, points[i]) << "configuration " << i << " repeats " << j;
-    }
-  }
-  EXPECT_EQ(points.back().mesh, "dp_outer=2,dp_inner=8");
-  space.inner_sizes = {8};
-  space.strategies = {Strategy::kHfsdp};
-  const std::vector<SweepPoint> restricted = enumerate_sweep(space);
-  EXPECT_EQ(restricted.size(), 12u);
-  EXPECT_EQ(restricted.front().mesh, "dp_outer=2,dp_inner=8");
-}
-
 TEST(SweepCommandTest, PrefetchItemsAreDepthsOrPolicies) {
-  EXPECT_EQ(*parse_sweep_prefetch("0"), "none");
-  EXPECT_EQ(*parse_sweep_prefetch("2"), "next(2)");
-  EXPECT_EQ(*parse_sweep_prefetch("budget(1000)"), "budget(1000)");
+  EXPECT_EQ(*parse_sweep_prefetch("0"), PrefetchPolicy::none());
+  EXPECT_EQ(*parse_sweep_prefetch("2"), PrefetchPolicy::next_units(2).value());
+  EXPECT_EQ(*parse_sweep_prefetch(" next(3) "), PrefetchPolicy::next_units(3).value());
+  EXPECT_EQ(*parse_sweep_prefetch("budget(1000)"), PrefetchPolicy::element_budget(1000).value());
   EXPECT_FALSE(parse_sweep_prefetch("-1").has_value());
   EXPECT_FALSE(parse_sweep_prefetch("9999999999").has_value());
 }
@@ -237,6 +209,10 @@ TEST(SweepCommandTest, BadInputsAreOneLineErrors) {
       {{{"--model", "/nonexistent/model.json"}}, "--model"},
       {{{"--ranks", "1"}, {"--strategies", "hsdp"}}, "no configuration"},
       {{{"--seq-len", "0"}}, "--seq-len"},
+      // The options every configuration shares are checked once, before any simulation.
+      {{{"--optimizer", "lion"}}, "--optimizer"},
+      {{{"--main-params", "fp8"}}, "--main-params"},
+      {{{"--max-inflight-all-gathers", "-1"}}, "--max-inflight-all-gathers"},
   };
   for (const auto& [overrides, needle] : cases) {
     const Result r = run_sweep(small_sweep(overrides));

@@ -13,12 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/backend_registry.h"
 #include "cli/subcommands.h"
 #include "tests/cli/cli_test_util.h"
-
-#if defined(FSDP_HAS_CUDA)
-#include "backends/cuda/cuda_backend.h"
-#endif
 
 namespace fsdp::cli {
 namespace {
@@ -26,14 +23,13 @@ namespace {
 using testing::run_command;
 
 TEST(TrainCommandTest, CudaWithoutAUsableGpuIsOneLineAndExitOne) {
-#if defined(FSDP_HAS_CUDA)
-  if (cuda::cuda_device_count() > 0) {
+  auto cuda = make_train_backend("cuda");
+  if (cuda && (*cuda)->check_usable().ok()) {
     GTEST_SKIP() << "a GPU is visible (scripts/gpu-check.sh runs train --backend cuda)";
   }
-  const std::string expected = "fsdpsim: error: backend cuda: no usable GPU (cudaGetDeviceCount: ";
-#else
-  const std::string expected = "the CUDA backend is not built in this binary";
-#endif
+  const std::string expected =
+      cuda ? "fsdpsim: error: backend cuda: no usable GPU (cudaGetDeviceCount: "
+           : "fsdpsim: error: --backend cuda: the CUDA backend is not built in this binary";
   const auto r = run_command(run_train_command, {"--backend", "cuda", "--mesh", "dp=2",
                                                  "--steps", "1"});
   EXPECT_EQ(r.code, 1);
@@ -45,7 +41,11 @@ TEST(TrainCommandTest, CudaWithoutAUsableGpuIsOneLineAndExitOne) {
 TEST(TrainCommandTest, UnknownBackendIsAUsageError) {
   const auto r = run_command(run_train_command, {"--backend", "tpu"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--backend is 'tpu'; expected cpu or cuda"), std::string::npos) << r.err;
+  // The registry's list: "cpu or cuda", or "cpu" in a binary without CUDA.
+  EXPECT_NE(r.err.find("--backend is 'tpu'; expected " + available_backends_text()),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }
 
 TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {

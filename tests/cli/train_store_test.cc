@@ -11,13 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/backend_registry.h"
 #include "cli/store_launch.h"
 #include "cli/subcommands.h"
 #include "tests/cli/cli_test_util.h"
-
-#if defined(FSDP_HAS_CUDA)
-#include "backends/cuda/cuda_backend.h"
-#endif
 
 namespace fsdp::cli {
 namespace {
@@ -118,14 +115,12 @@ TEST_F(TrainStoreTest, FlagsWinOverVariables) {
 }
 
 TEST_F(TrainStoreTest, AValidLaunchWithoutAGpuStopsAtTheGpuCheck) {
-#if defined(FSDP_HAS_CUDA)
-  if (cuda::cuda_device_count() > 0) {
+  auto cuda = make_train_backend("cuda");
+  if (cuda && (*cuda)->check_usable().ok()) {
     GTEST_SKIP() << "a GPU is visible (scripts/gpu-check.sh runs the store launch)";
   }
-  const std::string expected = "fsdpsim: error: backend cuda: no usable GPU";
-#else
-  const std::string expected = "the CUDA backend is not built in this binary";
-#endif
+  const std::string expected = cuda ? "fsdpsim: error: backend cuda: no usable GPU"
+                                    : "the CUDA backend is not built in this binary";
   const std::string dir = ::testing::TempDir() + "/fsdp_train_store_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   const auto r = train({"--store", "file:" + dir, "--rank", "1", "--world-size", "2"});

@@ -70,7 +70,7 @@ TEST(CudaProbeTest, InProcessCudaTrainingWithoutAGpuFailsEveryRankCleanly) {
     GTEST_SKIP() << "a GPU is visible (CudaTrainingTest covers this machine)";
   }
   exec::TrainSpec spec;
-  spec.mesh = "dp=2";
+  spec.mesh = parse_device_mesh("dp=2").value();
   spec.steps = 1;
   const exec::TrainSetup setup = exec::prepare_training(spec).value();
   const auto outcomes = run_ranks_in_process_cuda(setup, spec, /*skip_rank=*/{}, /*on_step=*/{});

@@ -19,7 +19,7 @@ namespace {
 
 exec::TrainSpec tiny_spec(const std::string& mesh, Strategy strategy, OptimizerKind optimizer) {
   exec::TrainSpec spec = exec::testing::tiny_train_spec();
-  spec.mesh = mesh;
+  spec.mesh = parse_device_mesh(mesh).value();
   spec.strategy = strategy;
   spec.optimizer = optimizer;
   spec.microbatches = 2;

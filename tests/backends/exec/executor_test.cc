@@ -42,7 +42,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 TrainSpec spec_of(const Case& c) {
   TrainSpec spec = tiny_spec();
-  spec.mesh = c.mesh;
+  spec.mesh = parse_device_mesh(c.mesh).value();
   spec.strategy = c.strategy;
   spec.shard_layout = c.layout;
   spec.tensor_atomic = c.tensor_atomic;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The engine of `fsdpsim sweep`: the configurations a search space spans (meshes, strategies,
-// shard layouts, microbatch counts, prefetch policies, stream modes), simulating each one on a
-// thread pool, the Pareto front of throughput vs peak memory, and the text and JSON renderings.
-// Outcomes are keyed by configuration index, so results do not depend on threads or MPI ranks.
+// The sweep engine (behind `fsdpsim sweep`): the configurations a search space spans (meshes,
+// strategies, shard layouts, microbatch counts, prefetch policies, stream modes) as typed points,
+// each one assembled (assemble_config over a base ConfigOptions) and simulated on a thread pool,
+// and the Pareto front of throughput vs peak memory. Outcomes are keyed by configuration index,
+// so results do not depend on threads or MPI ranks. Text in and out (list parsing, tables, the
+// report JSON) is the CLI's (cli/sweep_format.h).
 #pragma once
 
 #include <cstdint>
@@ -10,50 +12,51 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_options.h"
 #include "core/base/expected.h"
 #include "core/hardware/hardware.h"
 #include "core/layout/shard_layout.h"
+#include "core/mesh/device_mesh.h"
 #include "core/mesh/strategy.h"
 #include "core/model/model.h"
+#include "core/policy/config_options.h"
+#include "core/policy/schedule_policy.h"
+#include "core/schedule/schedule_builder.h"
 #include "sim/engine/simulator.h"
 
 #include <nlohmann/json.hpp>
 
-namespace fsdp::cli {
+namespace fsdp::sweep {
 
 struct SweepSpace {
   std::int64_t ranks = 16;
   std::vector<Strategy> strategies;
   // Inner sizes of the 2-axis meshes of HSDP/HFSDP (dp_outer = ranks / inner); empty: every
-  // divisor of ranks strictly between 1 and ranks.
+  // divisor of ranks strictly between 1 and ranks. Sizes that do not divide ranks are skipped.
   std::vector<std::int64_t> inner_sizes;
-  std::vector<ShardLayout> layouts;       // unpadded is used with 1-axis sharded strategies only
+  std::vector<ShardLayout> layouts;  // unpadded is used with 1-axis sharded strategies only
   std::vector<std::int64_t> microbatches;
-  std::vector<std::string> prefetch;      // canonical PrefetchPolicy strings ("none", "next(1)")
-  std::vector<bool> unified_streams;      // false: separate all-gather and reduce-scatter streams
+  std::vector<PrefetchPolicy> prefetch;  // both directions
+  std::vector<bool> unified_streams;     // false: separate all-gather and reduce-scatter streams
 };
 
 // One configuration of the space; `index` is its position in enumeration order.
 struct SweepPoint {
   std::int64_t index = 0;
   Strategy strategy = Strategy::kZero3;
-  std::string mesh;  // parse_device_mesh form: "dp=16", "dp_outer=2,dp_inner=8"
+  DeviceMesh mesh = one_axis_mesh(1);  // dp=16, or dp_outer=2,dp_inner=8 for hsdp/hfsdp
   ShardLayout layout = ShardLayout::kPadded;
   std::int64_t microbatches = 1;
-  std::string prefetch = "next(1)";
+  PrefetchPolicy prefetch{};  // next(1)
   bool unified_streams = false;
   friend bool operator==(const SweepPoint&, const SweepPoint&) = default;
 };
 
 // Every legal point, in the nested order strategy, mesh, layout, microbatches, prefetch, streams
-// (each dimension in the order given). Unpadded layouts are skipped for no-shard (the layout
-// does not matter there) and for 2-axis meshes (uneven collectives exist on 1-axis meshes only).
-std::vector<SweepPoint> enumerate_sweep(const SweepSpace& space);
-
-// A list item of --prefetch: a depth K (0 = none, K = next(K)) or a policy string
-// (none | next(K) | budget(ELEMENTS)); returns the canonical policy string.
-Expected<std::string> parse_sweep_prefetch(std::string_view text);
+// (each dimension in the order given). Meshes: dp=ranks for 1-axis strategies,
+// dp_outer=ranks/inner,dp_inner=inner for 2-axis ones. Unpadded layouts are skipped for
+// no-shard (the layout does not matter there) and for 2-axis meshes (uneven collectives exist on
+// 1-axis meshes only). Error (kInvalidArgument): ranks outside [1, 2^30].
+Expected<std::vector<SweepPoint>> enumerate_sweep(const SweepSpace& space);
 
 // What one configuration gave; `error` is set (and the figures zero) when building or simulating
 // it failed.
@@ -76,11 +79,20 @@ struct SweepOutcome {
 struct SweepBase {
   Model model;
   Hardware hardware;
-  RunOptions run;  // seq-len, micro-batch-size, recompute, optimizer, ...; mesh etc. overridden
+  // Recompute, optimizer, mixed precision, block size, grad_scale, the in-flight cap, ...; the
+  // mesh, strategy, layout, microbatches, prefetch and streams come from each point.
+  ConfigOptions config;
+  Workload workload;
   sim::SimOptions sim;
 };
 
-// Builds and simulates one point; never throws (failures land in SweepOutcome::error).
+// The base's options with the point's dimensions: mesh, strategy (its recipe, tensor_atomic
+// off), shard layout, microbatches, and a schedule policy of the point's prefetch (both
+// directions) and streams with the base's in-flight cap.
+ConfigOptions point_config(const ConfigOptions& base, const SweepPoint& point);
+
+// Assembles, builds and simulates one point; never throws (failures land in
+// SweepOutcome::error).
 SweepOutcome run_sweep_point(const SweepBase& base, const SweepPoint& point);
 
 // Runs run_sweep_point for points[i] for every i in `which` on `jobs` threads (>= 1) and returns
@@ -105,23 +117,4 @@ void mark_pareto_front(const std::vector<SweepPoint>& points, std::vector<SweepO
 nlohmann::json outcome_to_json(const SweepOutcome& outcome);
 Expected<SweepOutcome> outcome_from_json(const nlohmann::json& json);
 
-struct SweepReport {
-  std::string model;
-  const Hardware* hardware = nullptr;
-  std::int64_t ranks = 0;
-  std::int64_t tokens_per_microbatch = 0;  // per rank: seq-len x micro-batch-size
-  const std::vector<SweepPoint>* points = nullptr;
-  const std::vector<SweepOutcome>* outcomes = nullptr;  // outcomes[i] belongs to points[i]
-};
-
-enum class SweepSort { kTime, kMemory, kConfig };
-
-// A table sorted by `sort` (ties by index): Pareto mark, the point's dimensions, step time, time
-// per microbatch, tokens/s, peak memory, fit; then a summary and the failed configurations.
-// front_only lists the Pareto front only.
-std::string render_sweep_text(const SweepReport& report, SweepSort sort, bool front_only);
-// {"model", "hardware", "ranks", "configurations": [...in index order...], "pareto_front":
-// [indices, fastest first], "summary": {...}}.
-nlohmann::json sweep_to_json(const SweepReport& report);
-
-}  // namespace fsdp::cli
+}  // namespace fsdp::sweep

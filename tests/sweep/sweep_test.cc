@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sweep engine without the CLI: the enumeration of a space into typed points, a point's
+// options over the base, one point against a direct simulation, the pool's independence of the
+// thread count, the Pareto front and the outcome JSON.
+#include "sweep/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/hardware/hardware_presets.h"
+#include "core/model/model_loader.h"
+#include "core/schedule/schedule_builder.h"
+
+namespace fsdp::sweep {
+namespace {
+
+DeviceMesh mesh_of(const char* text) {
+  return parse_device_mesh(text).value();
+}
+
+// Two layers of hidden size 256: every configuration simulates in milliseconds.
+SweepBase tiny_base() {
+  SweepBase base{load_model_file(FSDP_SOURCE_DIR "/tests/cli/testdata/tiny_llama.json").value(),
+                 find_hardware_preset("h100").value(), ConfigOptions{}, Workload{256, 1},
+                 sim::SimOptions{}};
+  base.config.recompute = true;
+  base.config.optimizer = OptimizerPolicy::make(OptimizerKind::kSgdMomentum).value();
+  base.config.schedule =
+      SchedulePolicy::make(PrefetchPolicy::none(), PrefetchPolicy::none(), 2, false).value();
+  return base;
+}
+
+SweepSpace small_space() {
+  SweepSpace space;
+  space.ranks = 4;
+  space.strategies = {Strategy::kZero3, Strategy::kHsdp};
+  space.layouts = {ShardLayout::kPadded, ShardLayout::kUnpadded};
+  space.microbatches = {1, 2};
+  space.prefetch = {PrefetchPolicy::none(), PrefetchPolicy::next_units(1).value()};
+  space.unified_streams = {false, true};
+  return space;
+}
+
+TEST(SweepTest, EnumeratesEveryLegalConfigurationOnce) {
+  SweepSpace space;
+  space.ranks = 16;
+  space.strategies = {Strategy::kNoShard, Strategy::kZero3, Strategy::kHsdp};
+  space.layouts = {ShardLayout::kPadded, ShardLayout::kUnpadded};
+  space.microbatches = {1, 4};
+  space.prefetch = {PrefetchPolicy::none(), PrefetchPolicy::next_units(1).value(),
+                    PrefetchPolicy::next_units(2).value()};
+  space.unified_streams = {false, true};
+  const std::vector<SweepPoint> points = enumerate_sweep(space).value();
+  // noshard: 1 layout; zero3: 2 layouts; hsdp: inner 2, 4, 8, padded only; 12 per layout.
+  ASSERT_EQ(points.size(), (1u + 2u + 3u) * 12u);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(points[i].index, static_cast<std::int64_t>(i));
+    if (points[i].strategy != Strategy::kZero3) {
+      EXPECT_EQ(points[i].layout, ShardLayout::kPadded) << points[i].mesh;
+    }
+    EXPECT_EQ(points[i].mesh.ndim(), strategy_mesh_ndim(points[i].strategy));
+    EXPECT_EQ(points[i].mesh.size(), 16);
+    for (std::size_t j = 0; j < i; ++j) {
+      SweepPoint other = points[j];
+      other.index = points[i].index;
+      EXPECT_NE(other, points[i]) << "configuration " << i << " repeats " << j;
+    }
+  }
+  EXPECT_EQ(points.front().mesh, mesh_of("dp=16"));
+  EXPECT_EQ(points.back().mesh, mesh_of("dp_outer=2,dp_inner=8"));
+  EXPECT_EQ(points.back().prefetch, PrefetchPolicy::next_units(2).value());
+  space.inner_sizes = {8, 3};  // 3 does not divide 16: skipped
+  space.strategies = {Strategy::kHfsdp};
+  const std::vector<SweepPoint> restricted = enumerate_sweep(space).value();
+  EXPECT_EQ(restricted.size(), 12u);
+  EXPECT_EQ(restricted.front().mesh, mesh_of("dp_outer=2,dp_inner=8"));
+}
+
+TEST(SweepTest, RankCountOutsideTheRangeIsAnError) {
+  SweepSpace space = small_space();
+  space.ranks = 0;
+  EXPECT_EQ(enumerate_sweep(space).error().message(), "the sweep has 0 ranks; expected 1 to 2^30");
+  space.ranks = (std::int64_t{1} << 30) + 1;
+  EXPECT_FALSE(enumerate_sweep(space).has_value());
+}
+
+TEST(SweepTest, APointOverridesItsDimensionsAndKeepsTheRestOfTheBase) {
+  const SweepBase base = tiny_base();
+  const SweepPoint point{.index = 3,
+                         .strategy = Strategy::kHsdp,
+                         .mesh = mesh_of("dp_outer=2,dp_inner=2"),
+                         .layout = ShardLayout::kPadded,
+                         .microbatches = 2,
+                         .prefetch = PrefetchPolicy::next_units(1).value(),
+                         .unified_streams = true};
+  const ConfigOptions o = point_config(base.config, point);
+  EXPECT_EQ(o.mesh, point.mesh);
+  EXPECT_EQ(o.strategy, Strategy::kHsdp);
+  EXPECT_EQ(o.microbatches, 2);
+  EXPECT_TRUE(o.recompute);
+  EXPECT_EQ(o.optimizer, base.config.optimizer);
+  EXPECT_EQ(o.schedule, SchedulePolicy::make(point.prefetch, point.prefetch, 2, true).value());
+  const FsdpConfig config = assemble_config(o).value();
+  EXPECT_EQ(config.placements(), make_strategy_placements(Strategy::kHsdp, point.mesh).value());
+  EXPECT_EQ(config.num_microbatches(), 2);
+}
+
+TEST(SweepTest, APointSimulatesAsItsConfigDoesDirectly) {
+  const SweepBase base = tiny_base();
+  const std::vector<SweepPoint> points = enumerate_sweep(small_space()).value();
+  const SweepPoint& point = points[5];
+  const SweepOutcome o = run_sweep_point(base, point);
+  ASSERT_TRUE(o.error.empty()) << o.error;
+  const FsdpConfig config = assemble_config(point_config(base.config, point)).value();
+  const Schedule schedule = build_schedule(base.model, config, base.workload).value();
+  const sim::SimResult direct = sim::simulate(schedule, base.hardware, base.sim).value();
+  EXPECT_EQ(o.index, 5);
+  EXPECT_EQ(o.step_time_ps, direct.step_time.ps());
+  EXPECT_EQ(o.events, direct.events);
+  EXPECT_EQ(o.fits, direct.fits);
+  EXPECT_EQ(o.rank_classes, static_cast<std::int64_t>(direct.classes.size()));
+}
+
+TEST(SweepTest, AFailingPointCarriesItsErrorAndNoFigures) {
+  SweepBase base = tiny_base();
+  SweepPoint point;
+  point.strategy = Strategy::kHsdp;  // on the 1-axis default mesh
+  const SweepOutcome o = run_sweep_point(base, point);
+  EXPECT_NE(o.error.find("hsdp needs a 2-axis dp mesh"), std::string::npos) << o.error;
+  EXPECT_EQ(o.step_time_ps, 0);
+  EXPECT_FALSE(o.fits);
+}
+
+TEST(SweepTest, OutcomesDoNotDependOnTheThreadCount) {
+  const SweepBase base = tiny_base();
+  const std::vector<SweepPoint> points = enumerate_sweep(small_space()).value();
+  ASSERT_EQ(points.size(), 24u);
+  const std::vector<std::int64_t> which = {23, 0, 7, 12, 1};
+  std::int64_t last_done = -1;
+  const std::vector<SweepOutcome> one =
+      run_sweep_points(base, points, which, 1, [&](std::int64_t done, std::int64_t total) {
+        EXPECT_EQ(total, 5);
+        EXPECT_GE(done, last_done);
+        last_done = done;
+      });
+  EXPECT_EQ(last_done, 5);
+  const std::vector<SweepOutcome> three = run_sweep_points(base, points, which, 3, {});
+  ASSERT_EQ(one.size(), which.size());
+  EXPECT_EQ(one, three);
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    EXPECT_EQ(one[i].index, which[i]);
+    EXPECT_TRUE(one[i].error.empty()) << one[i].error;
+  }
+}
+
+SweepOutcome outcome(std::int64_t index, std::int64_t step_ps, std::int64_t peak, bool fits = true,
+                     std::string error = "") {
+  SweepOutcome o;
+  o.index = index;
+  o.step_time_ps = step_ps;
+  o.peak_bytes = peak;
+  o.fits = fits;
+  o.error = std::move(error);
+  return o;
+}
+
+TEST(SweepTest, TimePerMicrobatchComparesExactly) {
+  SweepPoint two;
+  two.microbatches = 2;
+  SweepPoint three;
+  three.microbatches = 3;
+  // 7/2 = 3.5 against 10/3 = 3.33...: the quotients tie at 3, the remainders decide.
+  EXPECT_TRUE(faster_per_microbatch(outcome(0, 10, 0), three, outcome(1, 7, 0), two));
+  EXPECT_FALSE(faster_per_microbatch(outcome(1, 7, 0), two, outcome(0, 10, 0), three));
+  EXPECT_FALSE(faster_per_microbatch(outcome(0, 6, 0), two, outcome(1, 9, 0), three));  // equal
+}
+
+TEST(SweepTest, TheFrontIsTheUndominatedFittingSet) {
+  const std::vector<SweepPoint> points(7);  // one microbatch each
+  std::vector<SweepOutcome> outcomes = {
+      outcome(0, 100, 50),              // front: fastest
+      outcome(1, 100, 50),              // front: equal to 0
+      outcome(2, 200, 40),              // front: slower, smaller
+      outcome(3, 200, 45),              // dominated by 2
+      outcome(4, 300, 40),              // dominated by 2
+      outcome(5, 50, 10, false),        // does not fit: never on the front
+      outcome(6, 10, 1, true, "boom"),  // failed: never on the front
+  };
+  mark_pareto_front(points, outcomes);
+  std::vector<bool> front;
+  for (const SweepOutcome& o : outcomes) {
+    front.push_back(o.pareto);
+  }
+  EXPECT_EQ(front, (std::vector<bool>{true, true, true, false, false, false, false}));
+}
+
+TEST(SweepTest, OutcomesRoundTripThroughJson) {
+  SweepOutcome o = outcome(9, 123456789012, 987654321);
+  o.peak_reserved_bytes = 1 << 30;
+  o.rank_classes = 3;
+  o.exposed_communication_ps = 42;
+  o.overlap_fraction = 0.1 + 0.2;  // not a short decimal
+  o.events = 77;
+  EXPECT_EQ(outcome_from_json(outcome_to_json(o)).value(), o);
+  const SweepOutcome failed = outcome(2, 0, 0, false, "layout: no");
+  EXPECT_EQ(outcome_from_json(outcome_to_json(failed)).value(), failed);
+  EXPECT_FALSE(outcome_from_json(nlohmann::json{{"index", 1}}).has_value());
+}
+
+}  // namespace
+}  // namespace fsdp::sweep
