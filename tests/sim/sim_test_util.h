@@ -89,13 +89,6 @@ inline RankProgram program_of(std::vector<Op> ops, std::int32_t num_events,
   return p;
 }
 
-inline std::vector<CollectiveInfo> one_collective(OpKind kind = OpKind::kAllGather) {
-  CollectiveInfo info;
-  info.kind = kind;
-  info.axis = 0;
-  return {info};
-}
-
 // Gives every collective op without operands its send and receive buffer: an empty resident
 // scratch buffer of its own (an all-gather or reduce-scatter reads and writes it, an all-reduce
 // reduces it in place), so hand-written programs satisfy the verifier's operand rules without
@@ -121,38 +114,59 @@ inline void add_scratch_operands(RankProgram* p) {
   }
 }
 
+// The collectives table of hand-written programs: entry k takes the kind, axis and dtype of the
+// first op that names collective k.
+inline std::vector<CollectiveInfo> collectives_of(const std::vector<RankProgram>& programs) {
+  std::vector<CollectiveInfo> table;
+  std::vector<bool> seen;
+  for (const RankProgram& p : programs) {
+    for (const Op& op : p.ops) {
+      if (!is_collective(op.kind) || op.collective < 0) {
+        continue;
+      }
+      const auto k = static_cast<std::size_t>(op.collective);
+      if (k >= table.size()) {
+        table.resize(k + 1);
+        seen.resize(k + 1, false);
+      }
+      if (!seen[k]) {
+        table[k].kind = op.kind;
+        table[k].axis = op.axis;
+        table[k].dtype = op.dtype;
+        seen[k] = true;
+      }
+    }
+  }
+  return table;
+}
+
 // A verified schedule of hand-written programs on `mesh` (rank r runs programs[rank_class[r]]),
-// or the verifier's error.
+// with the collectives table the programs imply, or the verifier's error.
 inline Expected<Schedule> try_schedule(const std::string& mesh, std::vector<RankProgram> programs,
-                                       std::vector<std::int32_t> rank_class,
-                                       std::vector<CollectiveInfo> collectives = one_collective()) {
+                                       std::vector<std::int32_t> rank_class) {
   ScheduleParts parts(parse_device_mesh(mesh).value());
   for (RankProgram& p : programs) {
     add_scratch_operands(&p);
   }
+  parts.collectives = collectives_of(programs);
   parts.programs = std::move(programs);
   parts.rank_class = std::move(rank_class);
-  parts.collectives = std::move(collectives);
   parts.unit_names = {"u0"};
   return Schedule::make(std::move(parts));
 }
 
 // One program shared by every rank of `mesh`, or the verifier's error.
-inline Expected<Schedule> try_single_class(
-    const std::string& mesh, RankProgram program,
-    std::vector<CollectiveInfo> collectives = one_collective()) {
+inline Expected<Schedule> try_single_class(const std::string& mesh, RankProgram program) {
   const DeviceMesh m = parse_device_mesh(mesh).value();
   program.num_ranks = m.size();
   program.representative_rank = 0;
   return try_schedule(mesh, {std::move(program)},
-                      std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0),
-                      std::move(collectives));
+                      std::vector<std::int32_t>(static_cast<std::size_t>(m.size()), 0));
 }
 
 // One program shared by every rank of `mesh` (it must verify).
-inline Schedule single_class(const std::string& mesh, RankProgram program,
-                             std::vector<CollectiveInfo> collectives = one_collective()) {
-  return try_single_class(mesh, std::move(program), std::move(collectives)).value();
+inline Schedule single_class(const std::string& mesh, RankProgram program) {
+  return try_single_class(mesh, std::move(program)).value();
 }
 
 inline Param weight(std::string name, std::initializer_list<std::int64_t> dims) {

@@ -28,7 +28,7 @@ Schedule two_collectives(const std::string& mesh, std::int64_t ag_elements,
   return single_class(
       mesh, program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, ag_elements, 0,
                                       ag_axis),
-                        collective_op(rs_kind, StreamKind::kReduceScatter, rs_elements, 0,
+                        collective_op(rs_kind, StreamKind::kReduceScatter, rs_elements, 1,
                                       rs_axis)},
                        0, 0));
 }

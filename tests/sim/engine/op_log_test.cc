@@ -63,7 +63,7 @@ TEST(OpLogTest, HighWaterIsPerClassAndFreesGiveBackTheirAllocation) {
       /*num_events=*/1, /*num_buffers=*/3);
   SimOptions options;
   options.record_ops = true;
-  const SimResult r = simulate(single_class("dp=1", p, {}), round_hardware(), options).value();
+  const SimResult r = simulate(single_class("dp=1", p), round_hardware(), options).value();
   const MemoryResult& m = r.classes[0].memory;
   EXPECT_EQ(m.high_water_by_class[static_cast<std::size_t>(BufferClass::kActivations)], 100);
   EXPECT_EQ(m.high_water_by_class[static_cast<std::size_t>(BufferClass::kUnitGrads)], 60);

@@ -74,29 +74,38 @@ TEST(PreparedSimulationTest, DifferentOptionsGiveIndependentPreparations) {
   EXPECT_EQ(a.run().value(), ra);
 }
 
-TEST(PreparedSimulationTest, BadOpsFailPreparationAndDeadlocksFailEveryRun) {
-  // Buffer 3 of a program with 1 buffer: found while preparing.
-  const Schedule bad = single_class(
+TEST(PreparedSimulationTest, BadOpsAreNoScheduleAndDeadlocksFailEveryRun) {
+  // Buffer 3 of a program with 1 buffer: the verifier refuses it before any simulation.
+  const auto bad = testing::try_single_class(
       "dp=1", program_of({memory_op(OpKind::kAlloc, StreamKind::kCompute, 3, 1024)}, 0, 1));
-  const auto prepared_bad = prepare_simulation(bad, round_hardware());
-  ASSERT_FALSE(prepared_bad.has_value());
-  EXPECT_EQ(prepared_bad.error().code(), ErrorCode::kOutOfRange);
-  EXPECT_NE(prepared_bad.error().message().find("buffer 3"), std::string::npos)
-      << prepared_bad.error().message();
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kOutOfRange);
+  EXPECT_NE(bad.error().message().find("buffer 3"), std::string::npos) << bad.error().message();
 
-  // A wait whose event is never recorded: found by each run, the same way.
-  const Schedule stuck = single_class(
-      "dp=8", program_of({compute_op(OpKind::kForward, 1'000'000),
-                          sync_op(OpKind::kWait, StreamKind::kAllGather, 0),
-                          collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1000)},
-                         1, 0));
+  // Two classes that issue the same collectives on each stream and are each acyclic, but order
+  // them differently across streams: rank 0 gathers (X) before it reduce-scatters (Y), rank 1
+  // the other way round. A verified schedule, and a deadlock only a run finds, every run alike.
+  RankProgram a = program_of({collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1000, 0),
+                              sync_op(OpKind::kRecord, StreamKind::kAllGather, 0),
+                              sync_op(OpKind::kWait, StreamKind::kReduceScatter, 0),
+                              collective_op(OpKind::kReduceScatter, StreamKind::kReduceScatter,
+                                            1000, 1)},
+                             1, 0, 0, 1);
+  RankProgram b = program_of({collective_op(OpKind::kReduceScatter, StreamKind::kReduceScatter,
+                                            1000, 1),
+                              sync_op(OpKind::kRecord, StreamKind::kReduceScatter, 0),
+                              sync_op(OpKind::kWait, StreamKind::kAllGather, 0),
+                              collective_op(OpKind::kAllGather, StreamKind::kAllGather, 1000, 0)},
+                             1, 0, 1, 1);
+  const Schedule stuck = testing::try_schedule("dp=2", {a, b}, {0, 1}).value();
   PreparedSimulation prepared = prepare_simulation(stuck, round_hardware()).value();
   const auto first = prepared.run();
   const auto second = prepared.run();
   ASSERT_FALSE(first.has_value());
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(first.error().code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(first.error().message().find("deadlock"), std::string::npos);
+  EXPECT_NE(first.error().message().find("deadlock"), std::string::npos)
+      << first.error().message();
   EXPECT_EQ(first.error().message(), second.error().message());
   EXPECT_EQ(first.error().message(), simulate(stuck, round_hardware()).error().message());
 }
