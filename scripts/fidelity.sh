@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Simulator vs CPU backend (issue 7, docs/design/fidelity.md): calibrates this machine once with
+# Simulator vs CPU backend (docs/design/fidelity.md): calibrates this machine once with
 # `fsdpsim calibrate` under mpirun (4 ranks), then for every configuration of a table (layouts x
 # prefetch x microbatches) trains a few steps with `fsdpsim train --trace` and asks the simulator
 # for its prediction with the calibrated file (`fsdpsim calibrate --predict`). Writes

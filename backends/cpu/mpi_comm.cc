@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MPI communicators. Open MPI 4.1 has no asynchronous progress, so each stream's collectives are
-// blocking calls on that stream's worker thread (backend-notes §5.2), on its own MPI_Comm_dup
-// (§5.3: two threads must never race on one communicator). The per-call path is an int
+// blocking calls on that stream's worker thread, on its own MPI_Comm_dup (two threads must
+// never race on one communicator; docs/design/backends.md, "CPU backend"). The per-call path is an int
 // conversion of the counts into per-stream scratch (reused, so no allocation after the first
 // call), two relaxed-cost atomic stores for the watchdog and the MPI call itself.
 #include "backends/cpu/mpi_comm.h"

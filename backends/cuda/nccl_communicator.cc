@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// NcclCommunicator. Strategy notes and measurements: ../shared/docs/backend-notes.md §4.2 and
-// docs/design/backends.md "CUDA backend".
+// NcclCommunicator. Strategy notes and measurements: docs/design/backends.md, "CUDA backend".
 #include "backends/cuda/nccl_communicator.h"
 
 #include <mpi.h>

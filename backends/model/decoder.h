@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The small decoder model the real backends train (issue 6): an embedding, `layers` blocks of
+// The small decoder model the real backends train (docs/design/backends.md): an embedding, `layers` blocks of
 // x + W2 · gelu(W1 · rmsnorm(x)) (per token), a final rmsnorm and a linear head with
 // cross-entropy on synthetic tokens. Everything is fp32 and deterministic from a seed.
 //

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // fully_shard: the reference's fully_shard(module, mesh, placements, mixed_precision_policy,
-// grad_scale, schedule_policy, shard_layout) (spec §4.1.2) on a module of an FsdpContext's
+// grad_scale, schedule_policy, shard_layout) (fsdp-behaviour.md §4.1.2) on a module of an FsdpContext's
 // module tree, by name. The module owns its own parameters and those of its not yet wrapped
 // descendants, so children must be wrapped before their ancestors (as in the reference).
 // One FsdpConfig describes a whole context, so every call must pass the same arguments.

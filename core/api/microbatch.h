@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // microbatch: the reference's microbatch(context, is_last) scope around the forward and the
-// backward of one microbatch (spec §4.7). While it lives, context.is_last_microbatch() is
+// backward of one microbatch (fsdp-behaviour.md §4.7). While it lives, context.is_last_microbatch() is
 // is_last; when it ends normally it counts one microbatch of the context's optimizer step, and
 // is_last = true ends the step. FsdpContext::schedule() then has that many microbatches, and
 // only the last one finalises gradients to the optimizer placements.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // GlobalLayout: where each tensor of a DBuffer group lives in the flat global buffer and where each
-// of the dp rank segments starts (Megatron-FSDP v2 layout.py, behaviour spec §1.2). Immutable; built
+// of the dp rank segments starts (Megatron-FSDP v2 layout.py, fsdp-behaviour.md §1.2). Immutable; built
 // only through GlobalLayout::make, which enforces the construction invariants.
 #pragma once
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The PADDED builder reproduces the reference's quadratic first-fit algorithm (spec §2.2) exactly,
+// The PADDED builder reproduces the reference's quadratic first-fit algorithm (fsdp-behaviour.md §2.2) exactly,
 // with a bucketed segment tree (conjugates) and a successor set (gap fill) instead of rescans;
 // docs/design/layouts.md §3 gives the argument.
 #include "core/layout/layout_builder.h"

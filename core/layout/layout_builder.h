@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layout builders with the reference's names (Megatron-FSDP v2 layout_builder.py; spec §2).
+// Layout builders with the reference's names (Megatron-FSDP v2 layout_builder.py; fsdp-behaviour.md §2).
 // PADDED offsets are identical to the reference algorithm on every input, in O(n log n).
 // All arithmetic is int64 with overflow detection: an lcm or size beyond int64 is an error.
 // Each builder takes a span (the layout copies the shapes) or an rvalue std::vector<Shape> (the

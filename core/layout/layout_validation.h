@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The three layout validators of the reference (spec §1.3, §1.4, §2.3). Each returns the first
+// The three layout validators of the reference (fsdp-behaviour.md §1.3, §1.4, §2.3). Each returns the first
 // violation as a one-line error naming the tensor (index and shape) or rank, the expected and the
 // actual value; checks run in the reference's order.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Local range of one rank on a multi-axis DP mesh (spec §1.5): the innermost sharded axis is the
+// Local range of one rank on a multi-axis DP mesh (fsdp-behaviour.md §1.5): the innermost sharded axis is the
 // most significant digit of the segment index, so with [Replicate, Shard] (HSDP) each inner rank
 // holds a contiguous run of segments and an outer-sharded range (HFSDP) nests inside it.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Placement: how one DP mesh axis holds a DBuffer (spec §3.1): a Shard kind (public Shard(0), or
+// Placement: how one DP mesh axis holds a DBuffer (fsdp-behaviour.md §3.1): a Shard kind (public Shard(0), or
 // the internal RowAtomic / BlockAtomic(b) / TensorAtomic), Replicate, or Partial(avg|sum). An
 // immutable value; equality is by kind, plus the block size for BlockAtomic and the reduce op for
 // Partial (so Shard(0) != RowAtomic()).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Placements: the public Placements(dp_axes, parameter, gradient, optimizer) of fully_shard
-// (spec §3.3), validated against a DeviceMesh: which mesh axes form the DP mesh and how the
+// (fsdp-behaviour.md §3.3), validated against a DeviceMesh: which mesh axes form the DP mesh and how the
 // parameter (model weight), gradient (main grad while accumulating) and optimizer (main weight,
 // optimizer state, finalised main grad) DBuffers sit on each of them. Immutable; built only by
 // Placements::make. Local ranges follow §1.5.

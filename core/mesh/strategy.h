@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Strategy: the named sharding recipes of spec §3.3 (no-shard, ZeRO-1/2/3, HSDP, HFSDP) and the
+// Strategy: the named sharding recipes of fsdp-behaviour.md §3.3 (no-shard, ZeRO-1/2/3, HSDP, HFSDP) and the
 // Placements each one stands for on a given DP mesh. Recipes use the public Shard(0) (or
 // TensorAtomic() for the TensorAtomic ZeRO variants) and Partial(avg) gradients.
 #pragma once

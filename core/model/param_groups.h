@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Parameter groups of one FSDP unit, as fully_shard forms them (behaviour spec §4.1 step 2e): the
+// Parameter groups of one FSDP unit, as fully_shard forms them (fsdp-behaviour.md §4.1 step 2e): the
 // unit's parameters keyed by (dtype, requires_grad) in first-seen order, one DBuffer group each,
-// with the group's GlobalLayout from core/layout (spec §3.3: RowAtomic, or BlockAtomic(32) for
+// with the group's GlobalLayout from core/layout (fsdp-behaviour.md §3.3: RowAtomic, or BlockAtomic(32) for
 // MXFP8 groups).
 #pragma once
 

@@ -2,7 +2,7 @@
 // FsdpConfig: everything a run fixes besides the model and the hardware: the mesh and placements
 // (or a strategy recipe), the shard layout and row block, the microbatch count, grad_scale,
 // activation recomputation, mixed precision, the optimizer and the schedule policy (fully_shard's
-// arguments, spec §4.1, plus the step loop of §4.7). Immutable; built only by FsdpConfig::make,
+// arguments, fsdp-behaviour.md §4.1, plus the step loop of §4.7). Immutable; built only by FsdpConfig::make,
 // which checks every field; front ends go through assemble_config (core/policy/config_options.h).
 #pragma once
 

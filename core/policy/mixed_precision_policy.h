@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// MixedPrecisionPolicy (spec §6, §5.1): the dtype of the main weights the optimizer updates, of
+// MixedPrecisionPolicy (fsdp-behaviour.md §6, §5.1): the dtype of the main weights the optimizer updates, of
 // the main gradients that accumulate across microbatches, and (a simulator knob) of compute. The
 // default is the reference's: fp32 main weights, main grads in the parameter's dtype, compute in
 // the parameter's dtype.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // OptimizerPolicy: which optimizer updates the main weights and how much state it keeps per
-// main-weight element (spec §5.1: optimizer state sits at the optimizer placements, one buffer of
+// main-weight element (fsdp-behaviour.md §5.1: optimizer state sits at the optimizer placements, one buffer of
 // local(opt) elements per state; Adam keeps 2). Immutable; default Adam with fp32 state.
 #pragma once
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// SchedulePolicy: the prefetch and stream policy of a run (spec §4.8, §4.9). Each direction has a
+// SchedulePolicy: the prefetch and stream policy of a run (fsdp-behaviour.md §4.8, §4.9). Each direction has a
 // PrefetchPolicy: no prefetch, the next k units in the order (the reference default is k = 1,
 // forward_prefetch_size=None), or an element budget (forward_prefetch_size=k > 0). Immutable
 // values; the defaults are the reference's defaults and every other value comes from a

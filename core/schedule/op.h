@@ -33,7 +33,7 @@ enum class OpKind : std::uint8_t {
   kWait,           // this stream waits until event `event` has been recorded and reached
 };
 
-// What a buffer holds (spec §5). Resident classes live across steps; the rest are transient.
+// What a buffer holds (fsdp-behaviour.md §5). Resident classes live across steps; the rest are transient.
 enum class BufferClass : std::uint8_t {
   kShardedWeights,    // main weights and model-weight shards (resident)
   kMainGrads,         // main gradients (resident, or per step for ZeRO-1/HFSDP)

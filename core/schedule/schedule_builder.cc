@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The builder walks the model as fully_shard's hooks would (spec §4.3-§4.7, §4.9) and writes what
+// The builder walks the model as fully_shard's hooks would (fsdp-behaviour.md §4.3-§4.7, §4.9) and writes what
 // each hook enqueues, stream by stream. See docs/design/schedule-ir.md for the op sequence of one
 // unit and the buffer sizes (§5).
 #include "core/schedule/schedule_builder.h"

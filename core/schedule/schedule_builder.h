@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// build_schedule: the one optimizer step of fully_shard (spec §4) as a per-rank op program:
+// build_schedule: the one optimizer step of fully_shard (fsdp-behaviour.md §4) as a per-rank op program:
 // forward and backward of every microbatch with demand gathers, prefetches per SchedulePolicy,
 // reshards, gradient reductions (finalised to the optimizer placements on the last microbatch
 // only), the optimizer step and the post-step model-weight sync, with every buffer's allocation
-// and release (spec §5). Ranks with identical local shard sizes share one program.
+// and release (fsdp-behaviour.md §5). Ranks with identical local shard sizes share one program.
 #pragma once
 
 #include <cstdint>

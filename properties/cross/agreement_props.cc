@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Cross-checks of issue 7: over random tiny decoders, meshes of 1-8 ranks (HSDP/HFSDP 2x2, 2x4),
+// Cross-checks of the simulator against the real CPU backend: over random tiny decoders, meshes of 1-8 ranks (HSDP/HFSDP 2x2, 2x4),
 // every layout, microbatch count, prefetch depth and stream mode, the real CPU backend (ranks as
 // threads, in-process collectives, 2 steps) and the simulator, both executing the same Schedule,
 // agree on (1) the ops each rank runs on each stream, in order; (2) the bytes of every collective

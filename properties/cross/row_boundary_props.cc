@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Row boundaries on real data (issue 7): over the generated tiny trainings of gen_train_spec.h,
+// Row boundaries on real data (a simulator/backend cross-check): over the generated tiny trainings of gen_train_spec.h,
 // every collective the CPU backend completes is observed (ExecutorOptions::on_collective) and
 // checked against values computed here, independently of the executor: after each all-gather the
 // buffer holds every tensor bit for bit (step 0: the initial values; later: the parameters the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Properties of the three layout builders (spec §2.2-§2.4): geometric invariants, the PADDED
+// Properties of the three layout builders (fsdp-behaviour.md §2.2-§2.4): geometric invariants, the PADDED
 // builder's offsets equal the naive reference transcription on every input, UNPADDED boundaries
 // are the nearest legal row boundaries, and invalid input always gives an Error.
 #include "core/layout/layout_builder.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Properties of the layout validators (spec §1.3, §1.4, §2.3): each accepts every layout its
+// Properties of the layout validators (fsdp-behaviour.md §1.3, §1.4, §2.3): each accepts every layout its
 // builder produces, and the row-atomic validators reject a layout whose rank boundary is moved
 // off a row boundary.
 #include "core/layout/layout_validation.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Properties of get_local_range on 2-axis meshes (spec §1.5): [S,S] ranges tile the buffer,
+// Properties of get_local_range on 2-axis meshes (fsdp-behaviour.md §1.5): [S,S] ranges tile the buffer,
 // [R,S] (HSDP) ranges are the union of the inner rank's [S,S] ranges and contain each of them
 // (HFSDP nesting), [R,R] is the whole buffer, and invalid requests give an Error.
 #include "core/layout/local_range.h"

@@ -2,7 +2,7 @@
 // Benchmarks of the layout builders on seeded synthetic parameter groups.
 //
 // Scenarios (all inputs are built once per size, outside the timed loop; seed 20260822):
-//   BM_BuildForRowAtomicPadded/N    PADDED builder (spec §2.2), N tensors, dp 1024, block 1, given
+//   BM_BuildForRowAtomicPadded/N    PADDED builder (fsdp-behaviour.md §2.2), N tensors, dp 1024, block 1, given
 //                                   the shapes as an rvalue vector (the layout takes it over; the
 //                                   vector is copied from the cached mix outside the timing).
 //                                   Row sizes are divisors of 720720 (so the chunk is 720720 and
@@ -12,9 +12,9 @@
 //                                   the tail all run. Target: N=1e6 < 2 s, N=1e5 < 0.2 s, and
 //                                   time(10N) <= 15 * time(N).
 //   BM_BuildForRowAtomicPaddedFromSpan/N  the same from a span (the layout copies the shapes).
-//   BM_BuildUnpadded/N              UNPADDED builder (spec §2.3) on the same mix, dp 16384.
+//   BM_BuildUnpadded/N              UNPADDED builder (fsdp-behaviour.md §2.3) on the same mix, dp 16384.
 //                                   Target: N=1e6 < 0.5 s.
-//   BM_BuildTensorAtomic/N          TensorAtomic builder (spec §2.4) on the same mix, dp 16384,
+//   BM_BuildTensorAtomic/N          TensorAtomic builder (fsdp-behaviour.md §2.4) on the same mix, dp 16384,
 //                                   seeded random owners. Target: N=1e6 < 0.5 s.
 //   BM_PlanTensorOwners/N           plan_tensor_owners (LPT greedy) on the same mix, dp 16384.
 //   BM_ReferencePadded/N            the naive quadratic transcription of the reference

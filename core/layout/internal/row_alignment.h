@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared checks of the row-atomic builders and validators (spec §1.3, §2.2): naming a tensor in
+// Shared checks of the row-atomic builders and validators (fsdp-behaviour.md §1.3, §2.2): naming a tensor in
 // messages, the per-tensor shape checks in the reference's order, and the overflow-checked chunk.
 #pragma once
 

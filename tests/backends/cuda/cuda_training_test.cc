@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Issue 6 on GPUs: the executor on CudaDevices (ranks as threads sharing GPU 0, the device
+// The training checks of executor_test on GPUs: the executor on CudaDevices (ranks as threads sharing GPU 0, the device
 // in-process communicators) trains like the unsharded reference. Sharded and unsharded GPU runs
 // use the same kernels and reduction orders, so they agree within 1e-5; against the host
 // reference (OpenBLAS vs cuBLAS summation order) SGD keeps the difference small too. Every case

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The centrepiece of issue 6: sharded training through the executor (ranks as threads, in-process
+// The backends' central check: sharded training through the executor (ranks as threads, in-process
 // collectives) equals the unsharded reference, per-step losses and final weights within 1e-5
 // relative, for every layout, strategy, microbatch count, prefetch depth and grad_scale; plus the
 // executor's faults and its timeline.

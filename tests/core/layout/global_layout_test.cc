@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// GlobalLayout::make invariants (spec §1.2) and the derived accessors.
+// GlobalLayout::make invariants (fsdp-behaviour.md §1.2) and the derived accessors.
 #include "core/layout/global_layout.h"
 
 #include "tests/core/layout/layout_test_util.h"

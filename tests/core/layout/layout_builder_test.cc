@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The worked vectors of spec §2.5 (T1-T17, TA1-TA2, U1-U2), the §2 error vectors and the
+// The worked vectors of fsdp-behaviour.md §2.5 (T1-T17, TA1-TA2, U1-U2), the §2 error vectors and the
 // overflow behaviour of every builder.
 #include "core/layout/layout_builder.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The validators of spec §1.3 (row-atomic), §2.3 (relaxed unpadded rule) and §1.4 (tensor
+// The validators of fsdp-behaviour.md §1.3 (row-atomic), §2.3 (relaxed unpadded rule) and §1.4 (tensor
 // atomic): each failure names the tensor or rank with the expected and the actual value.
 #include "core/layout/layout_validation.h"
 

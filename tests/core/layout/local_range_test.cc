@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Local ranges on multi-axis meshes (spec §1.5) and the DBuffer.view() containment rule (§3.2).
+// Local ranges on multi-axis meshes (fsdp-behaviour.md §1.5) and the DBuffer.view() containment rule (§3.2).
 #include "core/layout/local_range.h"
 
 #include "core/layout/layout_builder.h"

@@ -2,13 +2,13 @@
 // Golden test against the real Megatron-FSDP builders: testdata/reference_layouts.json holds the
 // outputs of the reference (megatron-fsdp 0.6.1 GlobalLayout.build for block 1; layout_builder.py
 // at NVIDIA/Megatron-LM 254d946 for block > 1 and TensorAtomic) on seeded random inputs and the
-// spec §2.5 vectors; our builders must reproduce every offset, size and rank offset, and reject
+// fsdp-behaviour.md §2.5 vectors; our builders must reproduce every offset, size and rank offset, and reject
 // every input the reference rejects.
 //
 // Entries with "reference_raises" are inputs on which the reference's GlobalLayout.__post_init__
 // raises AssertionError ("tensors overlap") although its own algorithm placed them legally: a
 // zero-numel tensor shares its start with a non-empty tensor of lower id, and the overlap check
-// (sorted by start, stable) then sees next.start < prev.end. The project's rule (spec §1.2) is
+// (sorted by start, stable) then sees next.start < prev.end. The project's rule (fsdp-behaviour.md §1.2) is
 // that zero-length ranges overlap nothing, so we build these layouts; the recorded offsets are the
 // reference algorithm's with only that check relaxed.
 #include "core/layout/layout_builder.h"

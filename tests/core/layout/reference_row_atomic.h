@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A literal, quadratic transcription of the reference PADDED builder (spec §2.2): plain vectors,
+// A literal, quadratic transcription of the reference PADDED builder (fsdp-behaviour.md §2.2): plain vectors,
 // a rescan of the regular list for each conjugate and of the fragment list for each gap. It is the
 // oracle for the differential tests and the layout properties; never use it outside tests.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Parameter groups: keyed by (dtype, requires_grad) in first-seen order (behaviour spec §4.1 2e),
+// Parameter groups: keyed by (dtype, requires_grad) in first-seen order (fsdp-behaviour.md §4.1.2e),
 // each with the layout core/layout builds for it.
 #include "core/model/param_groups.h"
 

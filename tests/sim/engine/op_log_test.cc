@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// SimOptions::record_ops and MemoryResult::high_water_by_class, the read-only views the issue-7
+// SimOptions::record_ops and MemoryResult::high_water_by_class, the read-only views the simulator/backend
 // cross-checks compare with a real backend: every op of every class appears once, in program
 // order per stream, with the memory it moved; high-water marks are per class, not the peak's mix.
 #include <gtest/gtest.h>
