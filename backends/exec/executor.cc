@@ -549,13 +549,13 @@ class ExecutorImpl final : public Executor {
                    str_cat("names unit ", op.unit, ", which has no parameter geometry"));
     }
     std::vector<Ref> weights(geometry_.groups.size());
-    std::vector<std::int32_t> grads(geometry_.groups.size(), -1);
+    std::vector<std::int32_t> grad_buffers(geometry_.groups.size(), -1);
     for (const Operand& o : operands) {
       if (is_weight(o)) {
         weights[idx(o.group)] = ref(o);
       } else if (o.access == Access::kWrite && o.group >= 0 && o.extent == Extent::kNone &&
                  o.space == BufferSpace::kTransient) {
-        grads[idx(o.group)] = o.buffer;
+        grad_buffers[idx(o.group)] = o.buffer;
       }
     }
     // Per parameter: the weight ref and its offset in it; for backward, the gradient buffer.
@@ -571,7 +571,7 @@ class ExecutorImpl final : public Executor {
       const GroupGeometry& g = geometry_.groups[idx(loc.group)];
       Slot s{w, g.layout.tensor_to_offset()[idx(loc.tensor)] - w.start, -1, loc.concat_offset};
       if (op.kind == OpKind::kBackward && g.trainable) {
-        s.grad_buffer = grads[idx(loc.group)];
+        s.grad_buffer = grad_buffers[idx(loc.group)];
       }
       slots.push_back(s);
     }
