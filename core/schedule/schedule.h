@@ -72,7 +72,7 @@ struct CollectiveInfo {
 struct RankProgram {
   std::int64_t representative_rank = 0;  // the lowest rank of the class
   std::int64_t num_ranks = 0;            // ranks in the class
-  std::vector<Op> ops;                   // program order (the host's issue order), all streams
+  std::vector<Op> ops;                   // issue order, all streams interleaved
   std::vector<Operand> operands;         // ops' operands (Op::first_operand, num_operands)
   std::vector<ResidentBuffer> resident;  // buffers live across steps
   std::int32_t num_events = 0;           // event ids are [0, num_events)
