@@ -54,13 +54,6 @@ struct Seen {
 // This rank's ranges of one group under each Extent (kNone unused).
 using ExtentRanges = std::array<Range, 5>;
 
-// Weight operands are the reads of a group's layout-indexed buffer (the verifier's rule).
-bool is_weight(const Operand& o) {
-  return o.access == Access::kRead && o.group >= 0 &&
-         (o.extent == Extent::kFull || o.extent == Extent::kParameter ||
-          o.extent == Extent::kOptimizer);
-}
-
 class ExecutorImpl final : public Executor {
  public:
   ExecutorImpl(const Schedule& schedule, std::int64_t rank, backend::HostDecoder* decoder,
@@ -551,7 +544,7 @@ class ExecutorImpl final : public Executor {
     std::vector<Ref> weights(geometry_.groups.size());
     std::vector<std::int32_t> grad_buffers(geometry_.groups.size(), -1);
     for (const Operand& o : operands) {
-      if (is_weight(o)) {
+      if (is_weight_read(o)) {
         weights[idx(o.group)] = ref(o);
       } else if (o.access == Access::kWrite && o.group >= 0 && o.extent == Extent::kNone &&
                  o.space == BufferSpace::kTransient) {

@@ -36,6 +36,14 @@ struct Operand {
 };
 
 inline bool reads(Access a) { return a != Access::kWrite; }
+
+// How a unit's forward, backward or recompute names the weights of one of its groups: a read of a
+// layout-indexed buffer (the unsharded buffer, the synced or the resident weight).
+inline bool is_weight_read(const Operand& o) {
+  return o.access == Access::kRead && o.group >= 0 &&
+         (o.extent == Extent::kFull || o.extent == Extent::kParameter ||
+          o.extent == Extent::kOptimizer);
+}
 inline bool writes(Access a) { return a != Access::kRead; }
 
 std::string_view to_string(BufferSpace space);  // "transient", "resident"

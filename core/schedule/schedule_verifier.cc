@@ -250,9 +250,7 @@ Status operand_shape_impl(const ScheduleParts& s, std::size_t c) {
         // Exactly one weight operand per group of the unit, in group order.
         std::vector<std::int32_t> weight_groups;
         for (const Operand& o : operands) {
-          if (o.access == Access::kRead && o.group >= 0 &&
-              (o.extent == Extent::kFull || o.extent == Extent::kParameter ||
-               o.extent == Extent::kOptimizer)) {
+          if (is_weight_read(o)) {
             weight_groups.push_back(o.group);
           }
         }
