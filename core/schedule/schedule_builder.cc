@@ -302,11 +302,29 @@ class ProgramBuilder {
   }
 
   void compute(OpKind kind, std::int32_t unit, std::int32_t group, std::int64_t flops,
-               std::int64_t mem_bytes, std::span<const Operand> operands) {
+               std::int64_t mem_bytes, std::span<const Operand> operands,
+               DType dtype = DType::kBf16) {
     Op op = base(kind, StreamKind::kCompute, unit, group);
     op.flops = flops;
     op.mem_bytes = mem_bytes;
+    op.dtype = dtype;
     emit(op, operands);
+  }
+
+  // The math dtype of unit u's forward, backward and recompute: the widest compute dtype of its
+  // parameter groups (the MixedPrecisionPolicy's), bf16 for a unit without parameters. The cost
+  // model prices fp32 math at the GPU's fp32 rate, not its bf16 tensor rate.
+  DType unit_compute_dtype(std::int32_t u) const {
+    DType widest = DType::kBf16;
+    bool any = false;
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      const DType d = geo(gi).compute_dtype;
+      if (!any || dtype_bytes(d) > dtype_bytes(widest)) {
+        widest = d;
+      }
+      any = true;
+    }
+    return widest;
   }
 
   // --- §5.1 resident buffers ------------------------------------------------------------------
@@ -534,7 +552,8 @@ class ProgramBuilder {
       operands.push_back(transient(activation_buffer_[static_cast<std::size_t>(u)],
                                    Access::kWrite, -1, Extent::kNone));
     }
-    compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act, operands);
+    compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act, operands,
+            unit_compute_dtype(u));
     for (std::int32_t c : model_.children(u)) {
       FSDP_RETURN_IF_ERROR(forward_unit(c));
     }
@@ -588,7 +607,8 @@ class ProgramBuilder {
         operands.push_back(transient(recomputed, Access::kWrite, -1, Extent::kNone));
         backward_operands.push_back(transient(recomputed, Access::kRead, -1, Extent::kNone));
       }
-      compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra, operands);
+      compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra, operands,
+              unit_compute_dtype(u));
     }
     // Autograd writes the unit's full gradients during the backward (§5.2), so they are allocated
     // before it runs and count towards the backward peak (§5.2).
@@ -602,7 +622,8 @@ class ProgramBuilder {
                                               Access::kWrite, gi, Extent::kNone));
       }
     }
-    compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes(), backward_operands);
+    compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes(), backward_operands,
+            unit_compute_dtype(u));
     if (act >= 0) {
       free_buffer(StreamKind::kCompute, act, BufferClass::kActivations, u, -1);
       act = -1;

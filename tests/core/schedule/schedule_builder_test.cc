@@ -696,3 +696,30 @@ TEST(ScheduleBuilderTest, Llama405bOn16384RanksHsdpSharesOneProgram) {
 
 }  // namespace
 }  // namespace fsdp
+
+namespace fsdp {
+namespace {
+
+// Forward, backward and recompute carry the unit's compute dtype, so the cost model prices fp32
+// training at the GPU's fp32 rate (it read bf16 for every compute op, which made an fp32 run on
+// an H200 predict 12x too fast; issue 18, question 4).
+TEST(ScheduleBuilderTest, ComputeOpsCarryTheUnitsComputeDtype) {
+  for (const DType compute : {DType::kFp32, DType::kBf16}) {
+    FsdpOptions o;
+    o.recompute = true;
+    o.mixed_precision = MixedPrecisionPolicy::make(DType::kFp32, std::nullopt, compute).value();
+    const Schedule s = build(testing::three_group_model(), testing::config_of(Strategy::kZero3, "dp=2", o));
+    int seen = 0;
+    for (const Op& op : s.programs()[0].ops) {
+      if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
+          op.kind == OpKind::kRecompute) {
+        EXPECT_EQ(op.dtype, compute) << to_string(op.kind);
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 9);  // three units: forward, recompute and backward each
+  }
+}
+
+}  // namespace
+}  // namespace fsdp
