@@ -13,7 +13,7 @@ namespace fsdp::cpu {
 
 CpuDevice::CpuDevice(std::string name)
     : name_(std::move(name)), epoch_(std::chrono::steady_clock::now()), arena_(&memory_) {
-  arena_.set_clock([this] { return now_ns(); });
+  arena_.set_clock([this](StreamKind /*stream*/) { return now_ns(); });
   for (std::size_t s = 0; s < workers_.size(); ++s) {
     workers_[s] = std::thread([this, s] { worker(s); });
   }

@@ -40,6 +40,7 @@ class CpuDevice final : public exec::Device {
   void reset_events(std::int32_t num_events) override;
   void abort(const Error& error) override;
   exec::Fence fence(StreamKind /*stream*/) override { return {}; }
+  bool host_addressable() const override { return true; }
   exec::Arena& arena() override { return arena_; }
   exec::MemoryResource& memory() override { return memory_; }
   Status copy(StreamKind stream, float* dst, const float* src, std::int64_t n) override;

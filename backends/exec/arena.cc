@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Arena: exact-size block cache behind a mutex. Schedules reuse a handful of sizes every
-// microbatch, so exact-size reuse keeps reserved memory at the live high-water mark without a
-// general-purpose allocator.
+// microbatch, so exact-size, stream-ordered reuse keeps reserved memory at the live high-water
+// mark without a general-purpose allocator.
 #include "backends/exec/arena.h"
 
 #include <algorithm>
@@ -48,8 +48,8 @@ Arena::~Arena() {
   }
 }
 
-Expected<void*> Arena::allocate(std::int64_t bytes, BufferClass cls, std::int64_t step,
-                                std::int32_t op, std::int32_t buffer) {
+Expected<void*> Arena::allocate(std::int64_t bytes, BufferClass cls, StreamKind stream,
+                                std::int64_t step, std::int32_t op, std::int32_t buffer) {
   if (bytes < 0) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("arena: buffer ", buffer, " asks for ", bytes, " bytes; expected >= 0"));
@@ -57,7 +57,7 @@ Expected<void*> Arena::allocate(std::int64_t bytes, BufferClass cls, std::int64_
   std::lock_guard<std::mutex> lock(mu_);
   Block block;
   for (std::size_t i = 0; i < cached_.size(); ++i) {
-    if (cached_[i].bytes == bytes && (!cached_[i].fence || cached_[i].fence())) {
+    if (cached_[i].bytes == bytes && (!cached_[i].fence || cached_[i].fence(stream))) {
       block = std::move(cached_[i]);
       cached_.erase(cached_.begin() + static_cast<std::ptrdiff_t>(i));
       break;
@@ -68,7 +68,7 @@ Expected<void*> Arena::allocate(std::int64_t bytes, BufferClass cls, std::int64_
     block.bytes = bytes;
     reserved_ += bytes;
   }
-  memory_->zero(block.ptr, bytes);
+  memory_->zero_on(block.ptr, bytes, stream);
   block.requested = bytes;
   block.cls = cls;
   block.fence = nullptr;
@@ -77,15 +77,15 @@ Expected<void*> Arena::allocate(std::int64_t bytes, BufferClass cls, std::int64_
       std::max(high_by_class_[cls_index(cls)], live_by_class_[cls_index(cls)]);
   live_total_ += bytes;
   high_total_ = std::max(high_total_, live_total_);
-  log_.push_back(ArenaRecord{clock_ ? clock_() : 0, step, op, buffer, cls, /*is_alloc=*/true,
-                             bytes, live_total_});
+  log_.push_back(ArenaRecord{clock_ ? clock_(stream) : 0, stream, step, op, buffer, cls,
+                             /*is_alloc=*/true, bytes, live_total_});
   void* p = block.ptr;
   in_use_.push_back(std::move(block));
   return p;
 }
 
-void Arena::release(void* ptr, Fence fence, std::int64_t step, std::int32_t op,
-                    std::int32_t buffer) {
+void Arena::release(void* ptr, Fence fence, StreamKind stream, std::int64_t step,
+                    std::int32_t op, std::int32_t buffer) {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::size_t i = 0; i < in_use_.size(); ++i) {
     if (in_use_[i].ptr != ptr) {
@@ -95,7 +95,7 @@ void Arena::release(void* ptr, Fence fence, std::int64_t step, std::int32_t op,
     in_use_.erase(in_use_.begin() + static_cast<std::ptrdiff_t>(i));
     live_by_class_[cls_index(block.cls)] -= block.requested;
     live_total_ -= block.requested;
-    log_.push_back(ArenaRecord{clock_ ? clock_() : 0, step, op, buffer, block.cls,
+    log_.push_back(ArenaRecord{clock_ ? clock_(stream) : 0, stream, step, op, buffer, block.cls,
                                /*is_alloc=*/false, block.requested, live_total_});
     block.fence = std::move(fence);
     cached_.push_back(std::move(block));
@@ -134,9 +134,17 @@ std::vector<ArenaRecord> Arena::log() const {
   return log_;
 }
 
-void Arena::set_clock(std::function<std::int64_t()> clock) {
+void Arena::set_clock(std::function<std::int64_t(StreamKind)> clock) {
   std::lock_guard<std::mutex> lock(mu_);
   clock_ = std::move(clock);
+}
+
+void Arena::resolve_times(const std::function<std::int64_t(std::int64_t)>& resolve) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = resolved_; i < log_.size(); ++i) {
+    log_[i].time_ns = resolve(log_[i].time_ns);
+  }
+  resolved_ = log_.size();
 }
 
 }  // namespace fsdp::exec

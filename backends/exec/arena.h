@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Arena: the executor's allocator for transient buffers. A released block goes back to the cache
-// only once the fence of its last use has completed (a CUDA event, or nothing on the CPU device,
-// whose frees already run in stream order), so no stream can see a block reused under it. Counts
-// live bytes and the high-water mark per BufferClass and keeps a log of every allocation and
-// release. Thread-safe (one mutex); owns every block it allocated.
+// Arena: the executor's allocator for transient buffers. Reuse is stream-ordered, as in a CUDA
+// caching allocator: a released block carries the fence of its last use, and a new user on
+// stream S may take it once the fence says it is safe on S (nothing to do on the releasing
+// stream itself; another CUDA stream first enqueues a wait on the release event; the CPU device's
+// frees already run in stream order). So no stream sees a block reused under it, and reuse never
+// depends on when the host happens to look, which keeps reserved memory at the schedule's peak
+// and deterministic (docs/design/backends.md, "CUDA backend"). Counts live bytes and the
+// high-water mark per BufferClass and keeps a log of every allocation and release. Thread-safe
+// (one mutex); owns every block it allocated.
 #pragma once
 
 #include <array>
@@ -25,8 +29,11 @@ class MemoryResource {
   // Errors (kUnavailable): the device is out of memory, with the device's message.
   virtual Expected<void*> allocate(std::int64_t bytes) = 0;
   virtual void deallocate(void* ptr, std::int64_t bytes) = 0;
-  // Fills `bytes` at ptr with zeros (called on blocks handed out by the arena).
+  // Fills `bytes` at ptr with zeros, visible to every stream when it returns (resident buffers).
   virtual void zero(void* ptr, std::int64_t bytes) = 0;
+  // Fills `bytes` at ptr with zeros in the order of `stream` (arena blocks handed to a user on
+  // that stream); by default the same as zero().
+  virtual void zero_on(void* ptr, std::int64_t bytes, StreamKind /*stream*/) { zero(ptr, bytes); }
 };
 
 // 64-byte aligned host memory (new/delete).
@@ -37,12 +44,15 @@ class HostMemory final : public MemoryResource {
   void zero(void* ptr, std::int64_t bytes) override;
 };
 
-// Whether the last use of a released block has completed. An empty fence is complete.
-using Fence = std::function<bool()>;
+// Whether a released block may be used on stream `user`: true once that is safe in `user`'s
+// order (a device may enqueue a wait on `user` to make it so), false when not yet. An empty fence
+// is always safe.
+using Fence = std::function<bool(StreamKind user)>;
 
 // One line of the allocation log.
 struct ArenaRecord {
-  std::int64_t time_ns = 0;        // Arena clock (set_clock), 0 without one
+  std::int64_t time_ns = 0;        // Arena clock (set_clock), 0 without one; see resolve_times
+  StreamKind stream = StreamKind::kCompute;  // the allocating or releasing stream
   std::int64_t step = -1;          // the executor's tags
   std::int32_t op = -1;
   std::int32_t buffer = -1;
@@ -60,14 +70,16 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // A zeroed block of at least `bytes` (0 is allowed and returns a valid pointer). Reuses a
-  // cached block of the same size whose fence completed, else asks the memory resource. Errors:
-  // bytes < 0 (kInvalidArgument); the resource's errors.
-  Expected<void*> allocate(std::int64_t bytes, BufferClass cls, std::int64_t step,
-                           std::int32_t op, std::int32_t buffer);
-  // Releases a block from allocate(); it is reused only after `fence` completes. FSDP_CHECKs
-  // that ptr is live.
-  void release(void* ptr, Fence fence, std::int64_t step, std::int32_t op, std::int32_t buffer);
+  // A block of at least `bytes` (0 is allowed and returns a valid pointer) for a user on
+  // `stream`, zeroed in that stream's order. Reuses the oldest cached block of the same size
+  // whose fence allows `stream`, else asks the memory resource. Errors: bytes < 0
+  // (kInvalidArgument); the resource's errors.
+  Expected<void*> allocate(std::int64_t bytes, BufferClass cls, StreamKind stream,
+                           std::int64_t step, std::int32_t op, std::int32_t buffer);
+  // Releases a block from allocate() on `stream`; a later user may take it once `fence` allows
+  // its stream. FSDP_CHECKs that ptr is live.
+  void release(void* ptr, Fence fence, StreamKind stream, std::int64_t step, std::int32_t op,
+               std::int32_t buffer);
 
   // Bytes live now and at most so far, per class and in total (the requested sizes).
   std::int64_t live_bytes(BufferClass cls) const;
@@ -77,8 +89,13 @@ class Arena {
   // Bytes obtained from the memory resource (live plus cached).
   std::int64_t reserved_bytes() const;
   std::vector<ArenaRecord> log() const;
-  // A clock for the log's time stamps (e.g. the device's).
-  void set_clock(std::function<std::int64_t()> clock);
+  // A clock for the log's time stamps, called with the record's stream (e.g. the device's). A
+  // device whose clock runs on the GPU may return a provisional stamp and turn it into
+  // nanoseconds later with resolve_times.
+  void set_clock(std::function<std::int64_t(StreamKind)> clock);
+  // Replaces the time of every record since the last call by resolve(time) (the device's
+  // provisional stamps, resolved once its streams are idle).
+  void resolve_times(const std::function<std::int64_t(std::int64_t)>& resolve);
 
  private:
   struct Block {
@@ -98,7 +115,8 @@ class Arena {
   std::int64_t high_total_ = 0;
   std::int64_t reserved_ = 0;
   std::vector<ArenaRecord> log_;
-  std::function<std::int64_t()> clock_;
+  std::size_t resolved_ = 0;       // log_[0, resolved_) has final times
+  std::function<std::int64_t(StreamKind)> clock_;
 };
 
 }  // namespace fsdp::exec

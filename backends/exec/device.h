@@ -68,6 +68,10 @@ class Device {
   // run in stream order; a CUDA device records an event).
   virtual Fence fence(StreamKind stream) = 0;
 
+  // Whether the host may read buffer memory directly (the CPU device: yes; a GPU: no). An
+  // ExecutorOptions::on_collective observer needs it.
+  virtual bool host_addressable() const = 0;
+
   virtual Arena& arena() = 0;
   // The raw memory behind the arena, for resident buffers (exec::ResidentBuffer).
   virtual MemoryResource& memory() = 0;

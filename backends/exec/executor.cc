@@ -436,8 +436,9 @@ class ExecutorImpl final : public Executor {
     const std::int64_t bytes = op.bytes;
     const BufferClass cls = op.buffer_class;
     const std::int64_t step = step_;
-    submit(op, i, [this, buffer, bytes, cls, step, i]() -> Status {
-      FSDP_TRY(void* p, device_->arena().allocate(bytes, cls, step, i, buffer));
+    const StreamKind stream = op.stream;
+    submit(op, i, [this, buffer, bytes, cls, stream, step, i]() -> Status {
+      FSDP_TRY(void* p, device_->arena().allocate(bytes, cls, stream, step, i, buffer));
       buffers_[idx(buffer)] = p;
       return ok_status();
     });
@@ -448,7 +449,8 @@ class ExecutorImpl final : public Executor {
     const std::int64_t step = step_;
     const StreamKind stream = op.stream;
     submit(op, i, [this, buffer, step, i, stream]() -> Status {
-      device_->arena().release(buffers_[idx(buffer)], device_->fence(stream), step, i, buffer);
+      device_->arena().release(buffers_[idx(buffer)], device_->fence(stream), stream, step, i,
+                               buffer);
       buffers_[idx(buffer)] = nullptr;
       return ok_status();
     });
@@ -693,6 +695,12 @@ Expected<std::unique_ptr<Executor>> Executor::make(const Schedule& schedule, std
   if (decoder == nullptr || device == nullptr || comms == nullptr) {
     return Error(ErrorCode::kInvalidArgument,
                  "executor needs a decoder, a device and communicators");
+  }
+  if (options.on_collective && !device->host_addressable()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("executor: an on_collective observer reads buffer memory from the host; ",
+                         device->name(), " keeps it on the device (expected a host-addressable "
+                         "device, e.g. the cpu backend)"));
   }
   if (rank < 0 || rank >= schedule.mesh().size()) {
     return Error(ErrorCode::kOutOfRange, str_cat("rank ", rank, " is outside the mesh ",

@@ -75,7 +75,9 @@ class Executor {
   // and the communicators match it; every group is fp32 (compute, main params, grads, main
   // grads: "real training needs fp32 ...; got ..."); each redistribute leg has a shape the
   // executor implements; every collective names its geometry; initial values have the layouts'
-  // tensor sizes ([unit][param] in Model order). The schedule itself is trusted (it is verified).
+  // tensor sizes ([unit][param] in Model order); an on_collective observer only on a device
+  // whose memory the host can read (Device::host_addressable: the observation's spans point into
+  // it). The schedule itself is trusted (it is verified).
   // Then allocates the schedule's resident buffers (main weights from `initial`).
   static Expected<std::unique_ptr<Executor>> make(const Schedule& schedule, std::int64_t rank,
                                                   const backend::ParamValues& initial,

@@ -80,7 +80,9 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
                                 const std::function<void(std::int64_t, double)>& on_step);
 
 // One rank's device and communicators for run_rank_threads. The device is destroyed first (its
-// stream workers may still be inside a collective), then the communicators.
+// stream workers may still be inside a collective; a CUDA device drains its streams under its
+// timeout, aborting the communicators when they stall), then the communicators, which therefore
+// must not use the device in their destructors (NcclCommunicator keeps only the GPU ordinal).
 struct RankEnv {
   std::unique_ptr<CommunicatorSet> comms;
   std::unique_ptr<Device> device;

@@ -204,3 +204,80 @@ TEST(ExecutorTest, NonFp32TrainingIsRejectedBeforeAnyAllocation) {
 
 }  // namespace
 }  // namespace fsdp::exec
+
+namespace fsdp::exec {
+namespace {
+
+// A CPU device that claims its memory is not host-addressable (as a GPU's is not).
+class DeviceMemoryDevice final : public Device {
+ public:
+  explicit DeviceMemoryDevice(std::string name) : cpu_(std::move(name)) {}
+  std::string name() const override { return cpu_.name(); }
+  void submit(StreamKind s, TaskTag t, Task task) override { cpu_.submit(s, t, std::move(task)); }
+  void record(StreamKind s, std::int32_t e, TaskTag t) override { cpu_.record(s, e, t); }
+  void wait(StreamKind s, std::int32_t e, TaskTag t) override { cpu_.wait(s, e, t); }
+  Status synchronize() override { return cpu_.synchronize(); }
+  void reset_events(std::int32_t n) override { cpu_.reset_events(n); }
+  void abort(const Error& e) override { cpu_.abort(e); }
+  Fence fence(StreamKind s) override { return cpu_.fence(s); }
+  bool host_addressable() const override { return false; }
+  Arena& arena() override { return cpu_.arena(); }
+  MemoryResource& memory() override { return cpu_.memory(); }
+  Status copy(StreamKind s, float* d, const float* x, std::int64_t n) override {
+    return cpu_.copy(s, d, x, n);
+  }
+  Status accumulate(StreamKind s, float* d, const float* x, std::int64_t n, float scale,
+                    bool overwrite) override {
+    return cpu_.accumulate(s, d, x, n, scale, overwrite);
+  }
+  Status optimizer_update(StreamKind s, OptimizerKind k, const backend::OptimizerHyper& h,
+                          std::int64_t step, float* w, const float* g, float* st,
+                          std::int64_t n) override {
+    return cpu_.optimizer_update(s, k, h, step, w, g, st, n);
+  }
+  Status upload(StreamKind s, float* d, const float* h, std::int64_t n) override {
+    return cpu_.upload(s, d, h, n);
+  }
+  Status download(StreamKind s, float* h, const float* d, std::int64_t n) override {
+    return cpu_.download(s, h, d, n);
+  }
+  Expected<std::unique_ptr<backend::HostDecoder>> make_decoder(
+      const backend::DecoderConfig& c, std::int64_t mb, std::int64_t r,
+      std::int64_t w) override {
+    return cpu_.make_decoder(c, mb, r, w);
+  }
+  std::int64_t now_ns() const override { return cpu_.now_ns(); }
+  std::vector<TaskTiming> timeline() const override { return cpu_.timeline(); }
+
+ private:
+  cpu::CpuDevice cpu_;
+};
+
+// An observer reads the collective's buffers through host spans: on device memory that would be
+// a read of device pointers on the host (issue 18, defect 8), so make() refuses it.
+TEST(ExecutorTest, CollectiveObserverNeedsHostAddressableMemory) {
+  TrainSpec spec = tiny_spec();
+  spec.mesh = one_axis_mesh(1);
+  auto setup = prepare_training(spec);
+  ASSERT_TRUE(setup.has_value()) << setup.error().message();
+  auto world = cpu::InProcessWorld::make(setup->config.mesh(), std::chrono::milliseconds(1000));
+  ASSERT_TRUE(world.has_value());
+  auto comms = (*world)->communicators(0);
+  DeviceMemoryDevice device("rank 0");
+  auto decoder = device.make_decoder(spec.model, spec.microbatches, 0, 1);
+  ASSERT_TRUE(decoder.has_value()) << decoder.error().message();
+  ExecutorOptions options;
+  options.on_collective = [](const CollectiveObservation&) {};
+  auto executor = Executor::make(setup->schedule, 0, setup->initial, decoder->get(), &device,
+                                 comms.get(), options);
+  ASSERT_FALSE(executor.has_value());
+  EXPECT_NE(executor.error().message().find("host-addressable"), std::string::npos)
+      << executor.error().message();
+  options.on_collective = nullptr;  // without an observer the same device is fine
+  auto plain = Executor::make(setup->schedule, 0, setup->initial, decoder->get(), &device,
+                              comms.get(), options);
+  EXPECT_TRUE(plain.has_value()) << plain.error().message();
+}
+
+}  // namespace
+}  // namespace fsdp::exec
