@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// CudaDevice. Timing events come from a pool and are turned into TaskTimings (relative to an
-// epoch event recorded at construction, so device and host clocks share their origin) only at
-// synchronize(), when the streams are idle: reading them earlier would block the host.
+// CudaDevice. Timing events come from a pool and are turned into TaskTimings and arena stamps
+// only at synchronize(), when the streams are idle (reading them earlier would block the host):
+// ns = epoch_ns_ + elapsed(epoch_, event), where epoch_ is recorded when the streams were last
+// idle and epoch_ns_ is the host clock then, so elapsed times in float milliseconds never span
+// more than one step (cudaEventElapsedTime resolves about 0.5 us).
 #include "backends/cuda/cuda_device.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <thread>
 #include <utility>
 
 #include "backends/cuda/cuda_decoder.h"
@@ -30,8 +34,9 @@ Expected<int> probe_cuda_devices() {
 
 // --- CudaMemory ----------------------------------------------------------------------------------
 
-CudaMemory::CudaMemory(int ordinal, std::function<void(const Error&)> on_error)
-    : ordinal_(ordinal), on_error_(std::move(on_error)) {}
+CudaMemory::CudaMemory(int ordinal, std::function<void(const Error&)> on_error,
+                       const std::array<cudaStream_t, kNumStreams>* streams)
+    : ordinal_(ordinal), on_error_(std::move(on_error)), streams_(streams) {}
 
 CudaMemory::~CudaMemory() {
   if (zero_stream_ != nullptr) {
@@ -72,15 +77,26 @@ void CudaMemory::zero(void* ptr, std::int64_t bytes) {
   }
 }
 
+void CudaMemory::zero_on(void* ptr, std::int64_t bytes, StreamKind stream) {
+  if (bytes <= 0) {
+    return;
+  }
+  const cudaStream_t s = (*streams_)[static_cast<std::size_t>(stream)];
+  if (const cudaError_t e = cudaMemsetAsync(ptr, 0, static_cast<std::size_t>(bytes), s);
+      e != cudaSuccess && on_error_) {
+    on_error_(cuda_error(e, "cudaMemsetAsync", __FILE__, __LINE__));
+  }
+}
+
 // --- CudaDevice ----------------------------------------------------------------------------------
 
 CudaDevice::CudaDevice(int ordinal, std::string name)
     : ordinal_(ordinal),
       name_(std::move(name)),
       epoch_host_(std::chrono::steady_clock::now()),
-      memory_(ordinal, [this](const Error& e) { poison(e); }),
+      memory_(ordinal, [this](const Error& e) { poison(e); }, &streams_),
       arena_(&memory_) {
-  arena_.set_clock([this] { return now_ns(); });
+  arena_.set_clock([this](StreamKind kind) { return stamp(kind); });
 }
 
 Expected<std::unique_ptr<CudaDevice>> CudaDevice::make(int ordinal, std::string name) {
@@ -113,18 +129,26 @@ Status CudaDevice::init() {
     FSDP_CUDA_TRY(cudaStreamCreateWithPriority(&streams_[static_cast<std::size_t>(s)],
                                                cudaStreamNonBlocking, priority));
   }
+  // Staging buffers of the collectives (DeviceBuffer) come from the stream-ordered pool: keep
+  // what it has reserved instead of returning it to the driver at every synchronisation.
+  cudaMemPool_t pool = nullptr;
+  FSDP_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, ordinal_));
+  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+  FSDP_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   FSDP_CUDA_TRY(cudaEventCreate(&epoch_));
   FSDP_CUDA_TRY(cudaEventRecord(epoch_, stream(StreamKind::kCompute)));
+  FSDP_CUDA_TRY(cudaEventSynchronize(epoch_));
   epoch_host_ = std::chrono::steady_clock::now();
+  epoch_ns_ = 0;
   return ok_status();
 }
 
 CudaDevice::~CudaDevice() {
   (void)cudaSetDevice(ordinal_);
-  for (cudaStream_t s : streams_) {
-    if (s != nullptr) {
-      (void)cudaStreamSynchronize(s);
-    }
+  // Drain with the watchdog: a collective whose peers never arrive must not hang the exit (past
+  // the timeout the communicators are aborted, and their kernels return).
+  if (std::all_of(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s != nullptr; })) {
+    (void)wait_streams((1U << kNumStreams) - 1, "destruction");
   }
   for (cudaEvent_t e : events_) {
     (void)cudaEventDestroy(e);
@@ -135,6 +159,11 @@ CudaDevice::~CudaDevice() {
   for (const Pending& p : pending_) {
     (void)cudaEventDestroy(p.start);
     (void)cudaEventDestroy(p.end);
+  }
+  for (cudaEvent_t e : stamps_) {
+    if (e != nullptr) {
+      (void)cudaEventDestroy(e);
+    }
   }
   if (epoch_ != nullptr) {
     (void)cudaEventDestroy(epoch_);
@@ -176,6 +205,94 @@ bool CudaDevice::poisoned() const {
 
 void CudaDevice::abort(const Error& error) { poison(error); }
 
+void CudaDevice::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeout_ = timeout;
+}
+
+void CudaDevice::add_watch(std::weak_ptr<AsyncWatch> watch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watches_.push_back(std::move(watch));
+}
+
+Status CudaDevice::wait_streams(unsigned mask, const char* what) {
+  std::chrono::milliseconds timeout{0};
+  std::vector<std::shared_ptr<AsyncWatch>> watches;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout = timeout_;
+    for (const auto& w : watches_) {
+      if (auto live = w.lock()) {
+        watches.push_back(std::move(live));
+      }
+    }
+  }
+  auto abort_watches = [&] {
+    for (auto& w : watches) {
+      w->abort();
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    int busy = -1;
+    for (int s = 0; s < kNumStreams; ++s) {
+      if ((mask & (1U << s)) == 0) {
+        continue;
+      }
+      const cudaError_t e = cudaStreamQuery(streams_[static_cast<std::size_t>(s)]);
+      if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();  // not an error, but it stays the thread's last error
+        busy = s;
+        break;
+      }
+      if (e != cudaSuccess) {
+        abort_watches();
+        return cuda_error(e, "cudaStreamQuery", __FILE__, __LINE__)
+            .with_context(str_cat(name_, ", ", to_string(static_cast<StreamKind>(s)),
+                                  " stream, ", what));
+      }
+    }
+    if (busy < 0) {
+      return ok_status();
+    }
+    for (auto& w : watches) {
+      if (Status st = w->poll(); !st.ok()) {
+        abort_watches();
+        return Error(st.error()).with_context(
+            str_cat(name_, ", ", to_string(static_cast<StreamKind>(busy)), " stream, ", what));
+      }
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (timeout.count() > 0 && waited > timeout) {
+      abort_watches();
+      return Error(ErrorCode::kUnavailable,
+                   str_cat(name_, ": the ", to_string(static_cast<StreamKind>(busy)),
+                           " stream did not finish within ", timeout.count(), " ms (", what,
+                           "; a collective whose peers never arrived?); communicators aborted"));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+  }
+}
+
+std::int64_t CudaDevice::stamp(StreamKind kind) {
+  Expected<cudaEvent_t> e = timing_event();
+  if (!e.has_value()) {
+    poison(e.error());
+    return 0;
+  }
+  if (const cudaError_t r = cudaEventRecord(*e, stream(kind)); r != cudaSuccess) {
+    poison(cuda_error(r, "cudaEventRecord", __FILE__, __LINE__));
+    std::lock_guard<std::mutex> lock(mu_);
+    timing_pool_.push_back(*e);
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stamps_.push_back(*e);
+  return -static_cast<std::int64_t>(stamps_.size());
+}
+
 Expected<cudaEvent_t> CudaDevice::timing_event() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -197,6 +314,7 @@ void CudaDevice::timed(StreamKind kind, exec::TaskTag tag,
   }
   auto run = [&]() -> Status {
     FSDP_RETURN_IF_ERROR(make_current());
+    (void)cudaGetLastError();  // a stale error (e.g. a not-ready query) is not this task's
     FSDP_TRY(cudaEvent_t start, timing_event());
     FSDP_TRY(cudaEvent_t end, timing_event());
     {
@@ -280,45 +398,75 @@ exec::Fence CudaDevice::fence(StreamKind kind) {
     FSDP_RETURN_IF_ERROR(make_current());
     cudaEvent_t raw = nullptr;
     FSDP_CUDA_TRY(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming));
+    // Destroying an event that is still pending is allowed: CUDA frees it once it completes.
     std::shared_ptr<CUevent_st> event(raw, [](cudaEvent_t e) { (void)cudaEventDestroy(e); });
     FSDP_CUDA_TRY(cudaEventRecord(raw, stream(kind)));
-    return exec::Fence([event] { return cudaEventQuery(event.get()) == cudaSuccess; });
+    // Stream-ordered reuse: the releasing stream may reuse at once; another stream waits on the
+    // release event first (enqueued, never a host wait).
+    return exec::Fence([this, event, kind](StreamKind user) {
+      if (user == kind) {
+        return true;
+      }
+      if (const cudaError_t e = cudaStreamWaitEvent(stream(user), event.get(), 0);
+          e != cudaSuccess) {
+        poison(cuda_error(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
+        return false;
+      }
+      return true;
+    });
   };
   Expected<exec::Fence> f = make();
   if (!f.has_value()) {
     poison(f.error());
-    return [] { return false; };  // never reuse a block whose last use is unknown
+    return [](StreamKind) { return false; };  // never reuse a block whose last use is unknown
   }
   return std::move(f).value();
 }
 
 Status CudaDevice::resolve_timings() {
   std::vector<Pending> pending;
+  std::vector<cudaEvent_t> stamps;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(pending_);
+    stamps.swap(stamps_);
   }
+  // Nanoseconds of `event` on the host clock, or -1 when it was never recorded (a task that
+  // failed before its end event).
+  auto ns_of = [this](cudaEvent_t event) -> std::int64_t {
+    float ms = 0.0F;
+    if (cudaEventElapsedTime(&ms, epoch_, event) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    return epoch_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+  };
   std::vector<exec::TaskTiming> resolved;
   resolved.reserve(pending.size());
   for (const Pending& p : pending) {
-    float start_ms = 0.0F;
-    float end_ms = 0.0F;
-    const cudaError_t a = cudaEventElapsedTime(&start_ms, epoch_, p.start);
-    const cudaError_t b = cudaEventElapsedTime(&end_ms, epoch_, p.end);
-    if (a == cudaSuccess && b == cudaSuccess) {
-      resolved.push_back(exec::TaskTiming{p.stream, p.tag,
-                                          std::llround(static_cast<double>(start_ms) * 1e6),
-                                          std::llround(static_cast<double>(end_ms) * 1e6)});
-    } else {
-      // A task that failed before its end event was recorded leaves it unrecorded: no timing.
-      (void)cudaGetLastError();
+    const std::int64_t start = ns_of(p.start);
+    const std::int64_t end = ns_of(p.end);
+    if (start >= 0 && end >= 0) {
+      resolved.push_back(exec::TaskTiming{p.stream, p.tag, start, end});
     }
   }
+  arena_.resolve_times([&](std::int64_t t) -> std::int64_t {
+    if (t >= 0) {
+      return t;  // already nanoseconds (or 0: a stamp that failed)
+    }
+    const auto k = static_cast<std::size_t>(-t - 1);
+    return k < stamps.size() ? std::max<std::int64_t>(ns_of(stamps[k]), 0) : 0;
+  });
+  // Re-anchor the epoch while the streams are idle: the next step's elapsed times start here.
+  FSDP_CUDA_TRY(cudaEventRecord(epoch_, stream(StreamKind::kCompute)));
+  FSDP_CUDA_TRY(cudaEventSynchronize(epoch_));
+  epoch_ns_ = now_ns();
   std::lock_guard<std::mutex> lock(mu_);
   for (const Pending& p : pending) {
     timing_pool_.push_back(p.start);
     timing_pool_.push_back(p.end);
   }
+  timing_pool_.insert(timing_pool_.end(), stamps.begin(), stamps.end());
   timeline_.insert(timeline_.end(), resolved.begin(), resolved.end());
   return ok_status();
 }
@@ -326,12 +474,7 @@ Status CudaDevice::resolve_timings() {
 Status CudaDevice::synchronize() {
   auto drain = [&]() -> Status {
     FSDP_RETURN_IF_ERROR(make_current());
-    for (std::size_t s = 0; s < streams_.size(); ++s) {
-      if (const cudaError_t e = cudaStreamSynchronize(streams_[s]); e != cudaSuccess) {
-        return cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__)
-            .with_context(str_cat(name_, ", ", to_string(static_cast<StreamKind>(s)), " stream"));
-      }
-    }
+    FSDP_RETURN_IF_ERROR(wait_streams((1U << kNumStreams) - 1, "synchronize"));
     return resolve_timings();
   };
   if (Status s = drain(); !s.ok()) {
@@ -411,8 +554,11 @@ Status CudaDevice::transfer(StreamKind kind, void* dst, const void* src, std::in
                             cudaMemcpyKind direction) {
   FSDP_RETURN_IF_ERROR(make_current());
   if (n > 0) {
+    (void)cudaGetLastError();
     FSDP_CUDA_TRY(cudaMemcpyAsync(dst, src, float_bytes(n), direction, stream(kind)));
-    FSDP_CUDA_TRY(cudaStreamSynchronize(stream(kind)));
+    FSDP_RETURN_IF_ERROR(wait_streams(1U << static_cast<unsigned>(kind),
+                                      direction == cudaMemcpyHostToDevice ? "upload"
+                                                                          : "download"));
   }
   return ok_status();
 }

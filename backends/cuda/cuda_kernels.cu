@@ -127,6 +127,7 @@ cudaError_t copy_members(bool pack, void* padded, void* packed, const std::int64
     char* dst = static_cast<char*>(pack ? padded : packed);
     const char* src = static_cast<const char*>(pack ? packed : padded);
     const dim3 grid(blocks_for(max_len / word), static_cast<unsigned>(chunk));
+    (void)cudaGetLastError();  // a stale error is not this launch's
     if (wide) {
       copy_plan_kernel<uint4><<<grid, kThreads, 0, stream>>>(dst, src, plan);
     } else {
@@ -269,6 +270,7 @@ __global__ void optimizer_kernel(OptimizerArgs a, std::int64_t n, float* w, cons
 #define FSDP_LAUNCH(n, kernel, ...)                               \
   do {                                                            \
     if ((n) <= 0) return cudaSuccess;                             \
+    (void)cudaGetLastError(); /* a stale error is not ours */    \
     kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);  \
     return cudaGetLastError();                                    \
   } while (false)
@@ -276,6 +278,7 @@ __global__ void optimizer_kernel(OptimizerArgs a, std::int64_t n, float* w, cons
 #define FSDP_LAUNCH_ROWS(rows, kernel, ...)                                          \
   do {                                                                               \
     if ((rows) <= 0) return cudaSuccess;                                             \
+    (void)cudaGetLastError(); /* a stale error is not ours */                        \
     kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(__VA_ARGS__);        \
     return cudaGetLastError();                                                       \
   } while (false)
@@ -303,6 +306,7 @@ cudaError_t launch_reduce_members(float* out, const float* const* ins, int num_m
     MemberPtrs p{};
     const int chunk = std::min(kMaxMembers, num_members - first);
     for (int c = 0; c < chunk; ++c) p.p[c] = ins[first + c];
+    (void)cudaGetLastError();  // a stale error is not this launch's
     reduce_members_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, p, chunk, first > 0, n);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
@@ -343,6 +347,7 @@ cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const f
                                     const float* weight, const float* inv_rms, const float* dout,
                                     float* dx, float* dweight, cudaStream_t stream) {
   if (rows > 0) {
+    (void)cudaGetLastError();  // a stale error is not this launch's
     rmsnorm_backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
         dim, x, weight, inv_rms, dout, dx);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -3,7 +3,8 @@
 // equations as backends/model/kernels.h, reductions in double, results rounded to fp32 once),
 // the optimizer update (as backend::optimizer_update), elementwise copy/scale/add helpers for the
 // executor, the rank-ordered reduction of the in-process device communicator and the pack/unpack
-// of padded collective transport. Every launcher only enqueues on `stream` and returns the launch
+// of padded collective transport. Every launcher only enqueues on `stream`, clears a stale error
+// left by an earlier call (e.g. cudaErrorNotReady from a query) and returns the launch
 // status (cudaGetLastError); n = 0 launches nothing. Header kept C++17 for nvcc.
 #pragma once
 

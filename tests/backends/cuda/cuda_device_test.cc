@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// CudaDevice on a GPU: events order streams, the timeline covers every task, errors poison, and
-// the arena reuses a released block only after its fence (the releasing stream) has passed it.
+// CudaDevice on a GPU: events order streams, the timeline covers every task, errors poison, the
+// arena's reuse is stream-ordered, stale not-ready errors never fail a launch, and every stamp is
+// on the device clock.
 #include "backends/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -119,45 +121,103 @@ TEST(CudaDeviceTest, TaskErrorPoisonsAndWaitBeforeRecordIsAnError) {
       << w.error().message();
 }
 
-TEST(CudaArenaTest, ReleasedBlockIsReusedOnlyAfterItsFence) {
+// Stream-ordered reuse (issue 18, defect 6): a block released on the all-gather stream while its
+// last use is still held up there is handed to a compute-stream user at once (no host wait, so
+// reserved memory is the peak whatever the host saw), and that user's work runs only after the
+// last use: its zeroing and its own write come after the 7s.
+TEST(CudaArenaTest, ReuseAcrossStreamsWaitsOnTheReleaseEventNotOnTheHost) {
   FSDP_SKIP_WITHOUT_GPU();
   auto dev = make_device();
   ASSERT_NE(dev, nullptr);
   exec::Arena& arena = dev->arena();
   const std::int64_t bytes = 4 << 20;
-  auto first = arena.allocate(bytes, BufferClass::kUnshardedWeights, 0, 0, 0);
+  const std::int64_t n = bytes / 4;
+  auto first = arena.allocate(bytes, BufferClass::kUnshardedWeights, StreamKind::kAllGather, 0, 0, 0);
   ASSERT_TRUE(first.has_value()) << first.error().message();
   std::atomic<bool> open{false};
-  // The last use of the block is held up on the all-gather stream.
   dev->submit(StreamKind::kAllGather, {}, [&]() -> Status {
     gate(dev->stream(StreamKind::kAllGather), &open);
-    EXPECT_EQ(launch_fill(static_cast<float*>(*first), bytes / 4, 7.0F,
+    EXPECT_EQ(launch_fill(static_cast<float*>(*first), n, 7.0F,
                           dev->stream(StreamKind::kAllGather)),
               cudaSuccess);
     return ok_status();
   });
-  arena.release(*first, dev->fence(StreamKind::kAllGather), 0, 1, 0);
-  // Opens the gate eventually even if an allocation below waits for the device.
-  std::thread opener([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    open = true;
-  });
-  auto second = arena.allocate(bytes, BufferClass::kUnshardedWeights, 0, 2, 1);
+  arena.release(*first, dev->fence(StreamKind::kAllGather), StreamKind::kAllGather, 0, 1, 0);
+  auto second = arena.allocate(bytes, BufferClass::kUnshardedWeights, StreamKind::kCompute, 0, 2, 1);
   ASSERT_TRUE(second.has_value());
-  EXPECT_NE(*second, *first) << "a block was reused before its fence completed";
-  opener.join();
+  EXPECT_EQ(*second, *first) << "stream-ordered reuse needs no host-visible completion";
+  dev->submit(StreamKind::kCompute, {}, [&]() -> Status {
+    EXPECT_EQ(launch_add(static_cast<float*>(*second), static_cast<float*>(*second), n,
+                         dev->stream(StreamKind::kCompute)),
+              cudaSuccess);  // 0 + 0 if the zeroing came after the 7s
+    return ok_status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  open = true;
   ASSERT_TRUE(dev->synchronize().ok());
-  auto third = arena.allocate(bytes, BufferClass::kUnshardedWeights, 0, 3, 2);
-  ASSERT_TRUE(third.has_value());
-  EXPECT_EQ(*third, *first) << "the fenced block should be reused once its fence completed";
-  // Handed out zeroed although its last use wrote 7s.
-  std::vector<float> host(static_cast<std::size_t>(bytes / 4), -1.0F);
-  ASSERT_EQ(cudaMemcpy(host.data(), *third, static_cast<std::size_t>(bytes),
+  std::vector<float> host(static_cast<std::size_t>(n), -1.0F);
+  ASSERT_EQ(cudaMemcpy(host.data(), *second, static_cast<std::size_t>(bytes),
                        cudaMemcpyDeviceToHost),
             cudaSuccess);
-  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](float v) { return v == 0.0F; }));
-  EXPECT_EQ(arena.reserved_bytes(), 2 * bytes);
-  EXPECT_EQ(arena.high_water(BufferClass::kUnshardedWeights), 2 * bytes);
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](float v) { return v == 0.0F; }))
+      << "the new user saw the old user's 7s";
+  EXPECT_EQ(arena.reserved_bytes(), bytes);
+}
+
+// A not-ready query leaves cudaErrorNotReady as the thread's last error; the next task's launch
+// must not report it as its own failure (issue 18, defect 1).
+TEST(CudaDeviceTest, NotReadyQueryDoesNotFailTheNextLaunch) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  std::atomic<bool> open{false};
+  dev->submit(StreamKind::kCompute, {}, [&]() -> Status {
+    gate(dev->stream(StreamKind::kCompute), &open);
+    return ok_status();
+  });
+  EXPECT_EQ(cudaStreamQuery(dev->stream(StreamKind::kCompute)), cudaErrorNotReady);
+  DeviceVector<float> a(1024);
+  dev->submit(StreamKind::kCompute, {}, [&]() -> Status {
+    const cudaError_t e = launch_fill(a.get(), 1024, 1.0F, dev->stream(StreamKind::kCompute));
+    if (e != cudaSuccess) {
+      return Error(ErrorCode::kInternal, cudaGetErrorName(e));
+    }
+    return ok_status();
+  });
+  open = true;
+  const Status s = dev->synchronize();
+  EXPECT_TRUE(s.ok()) << s.error().message();
+}
+
+// Every time stamp is on the device clock in int64 nanoseconds, tasks and memory records alike,
+// and stays ordered across synchronize calls (the epoch is re-anchored; issue 18, defect 7).
+TEST(CudaDeviceTest, TaskAndMemoryStampsShareTheDeviceClock) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  exec::Arena& arena = dev->arena();
+  for (std::int64_t step = 0; step < 2; ++step) {
+    dev->submit(StreamKind::kCompute, exec::TaskTag{step, 0}, [&]() -> Status {
+      auto p = arena.allocate(4096, BufferClass::kActivations, StreamKind::kCompute, step, 0, 0);
+      if (!p) return p.error();
+      arena.release(*p, dev->fence(StreamKind::kCompute), StreamKind::kCompute, step, 0, 0);
+      return ok_status();
+    });
+    ASSERT_TRUE(dev->synchronize().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto log = arena.log();
+  const auto timeline = dev->timeline();
+  ASSERT_EQ(log.size(), 4U);
+  ASSERT_EQ(timeline.size(), 2U);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    EXPECT_GT(log[i].time_ns, 0) << "record " << i << " resolved";
+    if (i > 0) {
+      EXPECT_GE(log[i].time_ns, log[i - 1].time_ns);
+    }
+  }
+  EXPECT_GE(timeline[1].start_ns, timeline[0].end_ns + 4'000'000) << "5 ms apart on one clock";
+  EXPECT_GE(log[2].time_ns, timeline[0].end_ns);
 }
 
 }  // namespace
