@@ -60,8 +60,10 @@ class CudaBackend final : public TrainBackend {
   }
 
   Expected<exec::RankEnv> mpi_rank_env(cpu::MpiSession& session, const DeviceMesh& mesh,
-                                       double /*timeout_s*/) const override {
-    return cuda::make_mpi_rank_env(mesh, session.rank());
+                                       double timeout_s) const override {
+    return cuda::make_mpi_rank_env(
+        mesh, session.rank(),
+        std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000.0)));
   }
 
   Expected<exec::RankEnv> store_rank_env(const DeviceMesh& mesh, std::int64_t rank,

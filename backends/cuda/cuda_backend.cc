@@ -58,6 +58,8 @@ std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
       (*world)->abort(device.error());
       return device.error();
     }
+    (*device)->set_timeout(std::chrono::milliseconds(
+        static_cast<std::int64_t>(spec.timeout_s * 1000.0)));
     exec::RankEnv env;
     env.comms = (*world)->communicators(r, device->get());
     env.device = std::move(*device);
@@ -66,12 +68,16 @@ std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
   return exec::run_rank_threads(setup, spec, make_env, skip_rank, on_step);
 }
 
-Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank) {
+Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank,
+                                          std::chrono::milliseconds timeout) {
   FSDP_RETURN_IF_ERROR(check_cuda_usable());
   const int ordinal = static_cast<int>(rank % cuda_device_count());
   FSDP_TRY(std::unique_ptr<CudaDevice> device, CudaDevice::make(ordinal, str_cat("rank ", rank)));
+  device->set_timeout(timeout);
+  NcclOptions options;
+  options.timeout = timeout;
   exec::RankEnv env;
-  FSDP_TRY(env.comms, make_nccl_communicators_mpi(mesh, device.get(), NcclOptions{}));
+  FSDP_TRY(env.comms, make_nccl_communicators_mpi(mesh, device.get(), options));
   env.device = std::move(device);
   return env;
 }
@@ -82,9 +88,12 @@ Expected<exec::RankEnv> make_store_rank_env(const DeviceMesh& mesh, std::int64_t
   FSDP_RETURN_IF_ERROR(check_cuda_usable());
   const int ordinal = static_cast<int>(rank % cuda_device_count());
   FSDP_TRY(std::unique_ptr<CudaDevice> device, CudaDevice::make(ordinal, str_cat("rank ", rank)));
+  device->set_timeout(timeout);
+  NcclOptions options;
+  options.timeout = timeout;
   exec::RankEnv env;
   FSDP_TRY(env.comms,
-           make_nccl_communicators_store(mesh, rank, device.get(), store, timeout, NcclOptions{}));
+           make_nccl_communicators_store(mesh, rank, device.get(), store, timeout, options));
   env.device = std::move(device);
   return env;
 }

@@ -48,13 +48,17 @@ std::vector<Expected<exec::RankResult>> run_ranks_in_process_cuda(
     const std::function<void(std::int64_t, double)>& on_step);
 
 // This MPI process's environment for `rank` of `mesh` (MPI initialised, one process per rank):
-// a CudaDevice on GPU rank % count and NCCL communicators (make_nccl_communicators). Errors:
-// check_cuda_usable's; the device's; NCCL's.
-Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank);
+// a CudaDevice on GPU rank % count and NCCL communicators (make_nccl_communicators), both
+// giving up after `timeout` (creation, and every host wait on a stream: the communicators are
+// then aborted, so a failed or stalled peer ends the job with an error instead of a hang).
+// Errors: check_cuda_usable's; the device's; NCCL's.
+Expected<exec::RankEnv> make_mpi_rank_env(const DeviceMesh& mesh, std::int64_t rank,
+                                          std::chrono::milliseconds timeout);
 
 // A process started without mpirun as `rank` of `mesh` (the store path of `fsdpsim train`): a
 // CudaDevice on GPU rank % count and NCCL communicators whose unique ids travel through `store`
-// (each wait at most `timeout`; see make_nccl_communicators_store). Errors: check_cuda_usable's;
+// (each wait at most `timeout`; see make_nccl_communicators_store), with the same timeout for
+// the device and communicators as make_mpi_rank_env. Errors: check_cuda_usable's;
 // the device's; the store's; NCCL's.
 Expected<exec::RankEnv> make_store_rank_env(const DeviceMesh& mesh, std::int64_t rank,
                                             store::Store& store, std::chrono::milliseconds timeout);

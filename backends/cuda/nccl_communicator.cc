@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,11 +53,112 @@ std::vector<std::int64_t> scaled(std::span<const std::int64_t> counts, std::int6
   return out;
 }
 
+// Polls `comm` until it leaves ncclInProgress (a non-blocking creation, split, finalize or a
+// call that answered ncclInProgress), at most `timeout` (0: forever).
+Status settle(ncclComm_t comm, std::chrono::milliseconds timeout, const char* call) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    FSDP_NCCL_TRY(comm, ncclCommGetAsyncError(comm, &state));
+    if (state == ncclSuccess) {
+      return ok_status();
+    }
+    if (state != ncclInProgress) {
+      return nccl_error(state, comm, call, __FILE__, __LINE__);
+    }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - start > timeout) {
+      return Error(ErrorCode::kUnavailable,
+                   str_cat(call, " did not complete within ", timeout.count(),
+                           " ms (members that never joined?)"));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+  }
+}
+
 }  // namespace
 
-struct NcclCommunicator::Comm {
-  ncclComm_t comm = nullptr;
+// One communicator per stream of one axis member. poll and abort come from the device's host
+// waits, possibly on another thread than the calls: one mutex orders them with destruction.
+struct NcclCommunicator::Comms final : AsyncWatch {
+  int ordinal = 0;
+  std::chrono::milliseconds timeout{0};
+  std::array<ncclComm_t, kNumStreams> comm{};
+  std::mutex mu;
   bool aborted = false;
+
+  ~Comms() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted) {
+      return;  // ncclCommAbort released them
+    }
+    (void)cudaSetDevice(ordinal);
+    // A destructor must end: without a run timeout, finalizing gets 30 s before it aborts.
+    const auto bound = timeout.count() > 0 ? timeout : std::chrono::milliseconds(30000);
+    for (ncclComm_t& c : comm) {
+      if (c == nullptr) {
+        continue;
+      }
+      // Non-blocking: finalize (flushes the pending work) may answer ncclInProgress.
+      const ncclResult_t f = ncclCommFinalize(c);
+      if ((f == ncclSuccess || f == ncclInProgress) && settle(c, bound, "ncclCommFinalize").ok()) {
+        (void)ncclCommDestroy(c);
+      } else {
+        (void)ncclCommAbort(c);
+      }
+      c = nullptr;
+    }
+  }
+
+  Status poll() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted) {
+      return Error(ErrorCode::kUnavailable, "nccl communicator aborted");
+    }
+    for (ncclComm_t c : comm) {
+      if (c == nullptr) {
+        continue;
+      }
+      ncclResult_t state = ncclSuccess;
+      FSDP_NCCL_TRY(c, ncclCommGetAsyncError(c, &state));
+      if (state != ncclSuccess && state != ncclInProgress) {
+        return nccl_error(state, c, "asynchronous NCCL error (ncclCommGetAsyncError)", __FILE__,
+                          __LINE__);
+      }
+    }
+    return ok_status();
+  }
+
+  void abort() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted) {
+      return;
+    }
+    (void)cudaSetDevice(ordinal);
+    for (ncclComm_t& c : comm) {
+      if (c != nullptr) {
+        (void)ncclCommAbort(c);
+      }
+    }
+    aborted = true;
+  }
+
+  bool is_aborted() {
+    std::lock_guard<std::mutex> lock(mu);
+    return aborted;
+  }
+
+  // An NCCL call's result: ncclInProgress is polled until the call completed.
+  Status issued(ncclResult_t r, ncclComm_t c, const char* call) {
+    if (r == ncclSuccess) {
+      return ok_status();
+    }
+    if (r != ncclInProgress) {
+      return nccl_error(r, c, call, __FILE__, __LINE__);
+    }
+    return settle(c, timeout, call);
+  }
 };
 
 int nccl_runtime_version() {
@@ -81,23 +184,18 @@ Expected<NcclId> make_nccl_id() {
 }
 
 NcclCommunicator::NcclCommunicator(CudaDevice* device, std::string axis_name, int size, int rank,
-                                   UnevenAllGather uneven)
+                                   UnevenAllGather uneven, std::chrono::milliseconds timeout)
     : device_(device),
       axis_name_(std::move(axis_name)),
       size_(size),
       rank_(rank),
       uneven_(uneven),
-      comm_(std::make_unique<Comm>()) {}
-
-NcclCommunicator::~NcclCommunicator() {
-  if (comm_->comm != nullptr) {
-    (void)device_->make_current();
-    if (comm_->aborted) {
-      return;  // ncclCommAbort already released it
-    }
-    (void)ncclCommDestroy(comm_->comm);
-  }
+      comms_(std::make_shared<Comms>()) {
+  comms_->ordinal = device->ordinal();
+  comms_->timeout = timeout;
 }
+
+NcclCommunicator::~NcclCommunicator() = default;  // Comms finalizes (or was aborted)
 
 Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::make(CudaDevice* device,
                                                                    std::string axis_name,
@@ -112,26 +210,43 @@ Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::make(CudaDevice* d
   const UnevenAllGather uneven =
       resolve_uneven_all_gather(options.uneven_all_gather, nccl_runtime_version());
   std::unique_ptr<NcclCommunicator> c(
-      new NcclCommunicator(device, std::move(axis_name), size, rank, uneven));
+      new NcclCommunicator(device, std::move(axis_name), size, rank, uneven, options.timeout));
   FSDP_RETURN_IF_ERROR(device->make_current());
+  Comms& comms = *c->comms_;
+  auto fail = [&](const Error& e) {
+    comms.abort();  // members already created must not linger half-joined
+    return Error(e).with_context(str_cat("nccl communicator on mesh axis '", c->axis_name_,
+                                         "', rank ", rank, " of ", size, " on ",
+                                         device->name()));
+  };
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclUniqueId uid;
   std::memcpy(uid.internal, id.bytes.data(), id.bytes.size());
-  const ncclResult_t r = ncclCommInitRank(&c->comm_->comm, size, uid, rank);
-  if (r != ncclSuccess) {
-    return nccl_error(r, nullptr, "ncclCommInitRank", __FILE__, __LINE__)
-        .with_context(str_cat("nccl communicator on mesh axis '", c->axis_name_, "', rank ", rank,
-                              " of ", size, " on ", device->name()));
+  ncclComm_t& first = comms.comm[0];
+  if (Status s = comms.issued(ncclCommInitRankConfig(&first, size, uid, rank, &config), first,
+                              "ncclCommInitRankConfig");
+      !s.ok()) {
+    return fail(s.error());
   }
+  // The other streams' communicators: the same members split off the first (color 0, key rank).
+  for (std::size_t k = 1; k < comms.comm.size(); ++k) {
+    ncclConfig_t split_config = NCCL_CONFIG_INITIALIZER;
+    split_config.blocking = 0;
+    const ncclResult_t r = ncclCommSplit(first, 0, rank, &comms.comm[k], &split_config);
+    Status s = comms.issued(r, first, "ncclCommSplit");
+    if (s.ok() && comms.comm[k] != nullptr) {
+      s = settle(comms.comm[k], options.timeout, "ncclCommSplit");
+    }
+    if (!s.ok()) {
+      return fail(s.error());
+    }
+  }
+  device->add_watch(c->comms_);
   return c;
 }
 
-void NcclCommunicator::abort() {
-  if (comm_->comm != nullptr && !comm_->aborted) {
-    (void)device_->make_current();
-    (void)ncclCommAbort(comm_->comm);
-    comm_->aborted = true;
-  }
-}
+void NcclCommunicator::abort() { comms_->abort(); }
 
 Status NcclCommunicator::check_counts(const char* what,
                                       std::span<const std::int64_t> counts) const {
@@ -146,7 +261,7 @@ Status NcclCommunicator::check_counts(const char* what,
                                                         axis_name_, "': negative count ", c));
     }
   }
-  if (comm_->aborted) {
+  if (comms_->is_aborted()) {
     return Error(ErrorCode::kUnavailable,
                  str_cat("nccl ", what, " on mesh axis '", axis_name_, "': communicator aborted"));
   }
@@ -157,7 +272,7 @@ Status NcclCommunicator::all_gather_v(StreamKind kind, DType dtype, const void* 
                                       std::span<const std::int64_t> counts, void* recv) {
   FSDP_RETURN_IF_ERROR(check_counts("all-gather", counts));
   FSDP_RETURN_IF_ERROR(device_->make_current());
-  ncclComm_t comm = comm_->comm;
+  ncclComm_t comm = comms_->comm[static_cast<std::size_t>(kind)];
   cudaStream_t stream = device_->stream(kind);
   const std::int64_t es = dtype_bytes(dtype);
   const auto [max, even] = shape_of(counts);
@@ -166,8 +281,8 @@ Status NcclCommunicator::all_gather_v(StreamKind kind, DType dtype, const void* 
     return ok_status();
   }
   if (even) {
-    FSDP_NCCL_TRY(comm, ncclAllGather(send, out, idx(max * es), ncclInt8, comm, stream));
-    return ok_status();
+    return comms_->issued(ncclAllGather(send, out, idx(max * es), ncclInt8, comm, stream), comm,
+                          "ncclAllGather");
   }
   if (uneven_ == UnevenAllGather::kGroupedBroadcast) {
     FSDP_NCCL_TRY(comm, ncclGroupStart());
@@ -182,9 +297,10 @@ Status NcclCommunicator::all_gather_v(StreamKind kind, DType dtype, const void* 
       off += n;
     }
     const ncclResult_t end = ncclGroupEnd();
-    FSDP_NCCL_TRY(comm, first);
-    FSDP_NCCL_TRY(comm, end);
-    return ok_status();
+    if (first != ncclSuccess && first != ncclInProgress) {
+      return nccl_error(first, comm, "ncclBroadcast", __FILE__, __LINE__);
+    }
+    return comms_->issued(end, comm, "ncclGroupEnd (grouped ncclBroadcast)");
   }
   // Pad to max: this member's shard into its slot, all-gather the slots in place, unpack.
   FSDP_TRY(DeviceBuffer staging, DeviceBuffer::make(size_ * max * es, stream));
@@ -193,7 +309,9 @@ Status NcclCommunicator::all_gather_v(StreamKind kind, DType dtype, const void* 
   if (mine > 0) {
     FSDP_CUDA_TRY(cudaMemcpyAsync(slot, send, idx(mine * es), cudaMemcpyDeviceToDevice, stream));
   }
-  FSDP_NCCL_TRY(comm, ncclAllGather(slot, staging.data(), idx(max * es), ncclInt8, comm, stream));
+  FSDP_RETURN_IF_ERROR(comms_->issued(
+      ncclAllGather(slot, staging.data(), idx(max * es), ncclInt8, comm, stream), comm,
+      "ncclAllGather"));
   const std::vector<std::int64_t> bytes = scaled(counts, es);
   FSDP_CUDA_TRY(launch_unpack_padded(out, staging.data(), bytes.data(), size_, max * es, stream));
   return ok_status();
@@ -204,7 +322,7 @@ Status NcclCommunicator::reduce_scatter_v(StreamKind kind, DType dtype, const vo
   FSDP_RETURN_IF_ERROR(check_counts("reduce-scatter", counts));
   FSDP_TRY(ncclDataType_t type, nccl_reduction_type(dtype));
   FSDP_RETURN_IF_ERROR(device_->make_current());
-  ncclComm_t comm = comm_->comm;
+  ncclComm_t comm = comms_->comm[static_cast<std::size_t>(kind)];
   cudaStream_t stream = device_->stream(kind);
   const std::int64_t es = dtype_bytes(dtype);
   const auto [max, even] = shape_of(counts);
@@ -212,16 +330,17 @@ Status NcclCommunicator::reduce_scatter_v(StreamKind kind, DType dtype, const vo
     return ok_status();
   }
   if (even) {
-    FSDP_NCCL_TRY(comm, ncclReduceScatter(send, recv, idx(max), type, ncclSum, comm, stream));
-    return ok_status();
+    return comms_->issued(ncclReduceScatter(send, recv, idx(max), type, ncclSum, comm, stream),
+                          comm, "ncclReduceScatter");
   }
   FSDP_TRY(DeviceBuffer padded, DeviceBuffer::make(size_ * max * es, stream));
   FSDP_TRY(DeviceBuffer reduced, DeviceBuffer::make(max * es, stream));
   FSDP_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, idx(padded.bytes()), stream));
   const std::vector<std::int64_t> bytes = scaled(counts, es);
   FSDP_CUDA_TRY(launch_pack_padded(padded.data(), send, bytes.data(), size_, max * es, stream));
-  FSDP_NCCL_TRY(comm, ncclReduceScatter(padded.data(), reduced.data(), idx(max), type, ncclSum,
-                                        comm, stream));
+  FSDP_RETURN_IF_ERROR(comms_->issued(ncclReduceScatter(padded.data(), reduced.data(), idx(max),
+                                                        type, ncclSum, comm, stream),
+                                      comm, "ncclReduceScatter"));
   const std::int64_t mine = counts[idx(rank_)];
   if (mine > 0) {
     FSDP_CUDA_TRY(cudaMemcpyAsync(recv, reduced.data(), idx(mine * es), cudaMemcpyDeviceToDevice,
@@ -240,9 +359,10 @@ Status NcclCommunicator::all_reduce(StreamKind kind, DType dtype, void* buf, std
   if (count == 0) {
     return ok_status();
   }
-  FSDP_NCCL_TRY(comm_->comm, ncclAllReduce(buf, buf, idx(count), type, ncclSum, comm_->comm,
-                                           device_->stream(kind)));
-  return ok_status();
+  ncclComm_t comm = comms_->comm[static_cast<std::size_t>(kind)];
+  return comms_->issued(ncclAllReduce(buf, buf, idx(count), type, ncclSum, comm,
+                                      device_->stream(kind)),
+                        comm, "ncclAllReduce");
 }
 
 // --- bootstrap (MPI or store) --------------------------------------------------------------------
@@ -297,7 +417,7 @@ Expected<NcclId> mpi_nccl_id_exchange(const NcclGroup& group, const Expected<Ncc
                          "' failed"));
   }
   // Member 0 joins the broadcast even when it has no id, so its peers do not hang; they get zeros
-  // and fail in ncclCommInitRank, member 0 with its own error.
+  // and fail in ncclCommInitRankConfig, member 0 with its own error.
   NcclId id = group.member == 0 && mine.has_value() ? *mine : NcclId{};
   const int bcast = MPI_Bcast(id.bytes.data(), static_cast<int>(id.bytes.size()), MPI_BYTE, 0, sub);
   MPI_Comm_free(&sub);

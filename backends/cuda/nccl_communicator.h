@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// NcclCommunicator: exec::Communicator over one ncclComm_t per mesh axis, enqueuing on the
-// CudaDevice's stream of each call (one communicator for all streams, as PyTorch does: NCCL
-// serialises its kernels per communicator, and the executor issues every collective from one host
-// thread in the schedule's order, identical on all ranks, so there is no deadlock).
+// NcclCommunicator: exec::Communicator over one ncclComm_t per (mesh axis, stream), enqueuing on
+// the CudaDevice's stream of each call. NCCL runs a communicator's kernels one after another in
+// launch order, so a single communicator per axis would serialise all-gathers behind
+// reduce-scatters (no overlap, which the simulator's three-stream model assumes) and could
+// deadlock rank classes whose cross-stream interleavings differ. Per stream, every member issues
+// the same collectives in the same order (the verifier's collective-order check), which is what
+// NCCL asks of concurrent communicators (docs/design/backends.md, "CUDA backend"). The first
+// communicator of an axis comes from ncclCommInitRankConfig, the others from ncclCommSplit of
+// it; all are non-blocking (config.blocking = 0): creation, every call that answers
+// ncclInProgress and destruction are polled with ncclCommGetAsyncError up to the timeout, and
+// the communicator is an AsyncWatch of its device, whose host waits poll its asynchronous errors
+// and abort it past the timeout. The destructor uses only the GPU ordinal, never the device, so
+// the two may be destroyed in either order.
 // * Equal counts: ncclAllGather / ncclReduceScatter (in place when send aliases recv).
 // * Uneven all-gather: a group of ncclBroadcast (one per root) when the RUNTIME NCCL is >= 2.29.2
 //   (it fuses them into one AllGatherV kernel), else pad-to-max: ncclAllGather of max(counts) per
@@ -42,6 +51,9 @@ enum class UnevenAllGather : std::uint8_t {
 
 struct NcclOptions {
   UnevenAllGather uneven_all_gather = UnevenAllGather::kAuto;
+  // How long creation and each ncclInProgress call may take (and the device's host waits, set
+  // by the rank environments below); 0 waits forever.
+  std::chrono::milliseconds timeout{0};
 };
 
 inline constexpr int kNcclAllGatherVVersion = 22902;  // NCCL 2.29.2: fused grouped broadcasts
@@ -57,9 +69,11 @@ Expected<NcclId> make_nccl_id();
 
 class NcclCommunicator final : public exec::Communicator {
  public:
-  // ncclCommInitRank(size, id, rank) on `device`'s GPU; blocks until all `size` members joined
-  // (members that are threads of one process call it concurrently). Errors: rank outside
-  // [0, size) (kInvalidArgument); NCCL's (kUnavailable), e.g. two members on one GPU.
+  // The communicators of one mesh axis on `device`'s GPU, one per stream; returns once all
+  // `size` members joined (members that are threads of one process call it concurrently), and
+  // registers them as an AsyncWatch of `device`. Errors: rank outside [0, size)
+  // (kInvalidArgument); NCCL's (kUnavailable), e.g. two members on one GPU; members that did
+  // not join within options.timeout (kUnavailable, the communicators aborted).
   static Expected<std::unique_ptr<NcclCommunicator>> make(CudaDevice* device,
                                                           std::string axis_name, int size,
                                                           int rank, const NcclId& id,
@@ -77,23 +91,24 @@ class NcclCommunicator final : public exec::Communicator {
                           std::span<const std::int64_t> counts, void* recv) override;
   Status all_reduce(StreamKind stream, DType dtype, void* buf, std::int64_t count) override;
 
-  // ncclCommAbort: pending and later collectives of this member fail instead of hanging.
+  // ncclCommAbort of every stream's communicator: pending and later collectives of this member
+  // fail instead of hanging.
   void abort();
   // The uneven all-gather strategy in use (kAuto resolved).
   UnevenAllGather uneven_all_gather() const { return uneven_; }
 
  private:
   NcclCommunicator(CudaDevice* device, std::string axis_name, int size, int rank,
-                   UnevenAllGather uneven);
+                   UnevenAllGather uneven, std::chrono::milliseconds timeout);
   Status check_counts(const char* what, std::span<const std::int64_t> counts) const;
 
-  CudaDevice* device_;
+  CudaDevice* device_;  // for streams while in use; never touched by the destructor
   std::string axis_name_;
   int size_;
   int rank_;
   UnevenAllGather uneven_;
-  struct Comm;
-  std::unique_ptr<Comm> comm_;  // hides ncclComm_t
+  struct Comms;                   // hides ncclComm_t; an AsyncWatch shared with the device
+  std::shared_ptr<Comms> comms_;
 };
 
 // One mesh axis group of a rank: the ranks that share every other axis's coordinate.
@@ -136,8 +151,9 @@ Expected<std::unique_ptr<exec::CommunicatorSet>> bootstrap_nccl_communicators(
     NcclOptions options);
 
 // This MPI process's communicators: bootstrap_nccl_communicators with mpi_nccl_id_exchange for
-// the MPI world rank. MPI must be initialised (cpu::MpiSession) and its world size must equal
-// mesh.size() (kInvalidArgument otherwise).
+// the MPI world rank (one unique id per axis: the streams' communicators are split from it).
+// MPI must be initialised (cpu::MpiSession) and its world size must equal mesh.size()
+// (kInvalidArgument otherwise).
 Expected<std::unique_ptr<exec::CommunicatorSet>> make_nccl_communicators_mpi(
     const DeviceMesh& mesh, CudaDevice* device, NcclOptions options);
 

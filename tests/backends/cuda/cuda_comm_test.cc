@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Collectives on a GPU against a host reference: the in-process device communicator with ranks
 // as threads sharing GPU 0 (uneven and even counts, bit-exact: same summation order as the host),
-// NCCL with one rank, and the padded-transport pack/unpack kernels.
+// NCCL with one rank (one communicator per stream, timeouts, destruction after the device), and
+// the padded-transport pack/unpack kernels.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -169,9 +171,10 @@ TEST(NcclCommunicatorTest, SingleRankCollectivesAreCopiesAndSums) {
   FSDP_SKIP_WITHOUT_GPU();
   auto dev = CudaDevice::make(0, "rank 0");
   ASSERT_TRUE(dev.has_value()) << dev.error().message();
-  auto id = make_nccl_id();
-  ASSERT_TRUE(id.has_value()) << id.error().message();
   for (UnevenAllGather strategy : {UnevenAllGather::kPadToMax, UnevenAllGather::kGroupedBroadcast}) {
+    // One unique id per communicator: an id's bootstrap root accepts one join (issue 18, defect 2).
+    auto id = make_nccl_id();
+    ASSERT_TRUE(id.has_value()) << id.error().message();
     auto comm = NcclCommunicator::make(dev->get(), "dp", 1, 0, *id, NcclOptions{strategy});
     ASSERT_TRUE(comm.has_value()) << comm.error().message();
     std::vector<float> x(1000);
@@ -196,6 +199,89 @@ TEST(NcclCommunicatorTest, SingleRankCollectivesAreCopiesAndSums) {
     EXPECT_NE(bad.error().message().find("has 2 counts; the axis has 1 members"),
               std::string::npos);
   }
+}
+
+// Blocks `stream` until *open becomes true (a host function spinning on the flag).
+void gate(cudaStream_t stream, std::atomic<bool>* open) {
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream,
+                [](void* flag) {
+                  while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  }
+                },
+                open),
+            cudaSuccess);
+}
+
+// One communicator per stream (issue 18, defect 5): an all-gather finishes while a
+// reduce-scatter of the same axis is held up on its own stream. With one communicator for all
+// streams NCCL would run them in launch order and the all-gather would wait.
+TEST(NcclCommunicatorTest, AllGatherDoesNotWaitForAReduceScatterOnAnotherStream) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = CudaDevice::make(0, "rank 0");
+  ASSERT_TRUE(dev.has_value()) << dev.error().message();
+  auto id = make_nccl_id();
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  auto comm = NcclCommunicator::make(dev->get(), "dp", 1, 0, *id, NcclOptions{});
+  ASSERT_TRUE(comm.has_value()) << comm.error().message();
+  DeviceVector<float> a(1 << 16);
+  DeviceVector<float> b(1 << 16);
+  const std::vector<std::int64_t> counts = {1 << 16};
+  std::atomic<bool> open{false};
+  gate((*dev)->stream(StreamKind::kReduceScatter), &open);
+  ASSERT_TRUE((*comm)->reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, a.get(),
+                                        counts, a.get()).ok());
+  ASSERT_TRUE((*comm)->all_gather_v(StreamKind::kAllGather, DType::kFp32, b.get(), counts,
+                                    b.get()).ok());
+  const auto start = std::chrono::steady_clock::now();
+  cudaError_t q = cudaErrorNotReady;
+  while (q == cudaErrorNotReady &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    q = cudaStreamQuery((*dev)->stream(StreamKind::kAllGather));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  (void)cudaGetLastError();
+  EXPECT_EQ(q, cudaSuccess) << "the all-gather waited for the gated reduce-scatter";
+  open = true;
+  EXPECT_TRUE((*dev)->synchronize().ok());
+}
+
+// Members that never join end in an error after the timeout, not a hang (issue 18, defect 4):
+// rank 0 of a world of 2 whose rank 1 never starts.
+TEST(NcclCommunicatorTest, MembersThatNeverJoinTimeOut) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = CudaDevice::make(0, "rank 0");
+  ASSERT_TRUE(dev.has_value()) << dev.error().message();
+  auto id = make_nccl_id();
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  NcclOptions options;
+  options.timeout = std::chrono::milliseconds(1500);
+  const auto start = std::chrono::steady_clock::now();
+  auto comm = NcclCommunicator::make(dev->get(), "dp", 2, 0, *id, options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(comm.has_value());
+  EXPECT_NE(comm.error().message().find("did not complete within 1500 ms"), std::string::npos)
+      << comm.error().message();
+  EXPECT_LT(took, std::chrono::seconds(30));
+}
+
+// The communicator keeps only the GPU ordinal, so destroying the device first (as RankEnv does)
+// is safe (issue 18, defect 3).
+TEST(NcclCommunicatorTest, OutlivesItsDevice) {
+  FSDP_SKIP_WITHOUT_GPU();
+  auto dev = CudaDevice::make(0, "rank 0");
+  ASSERT_TRUE(dev.has_value()) << dev.error().message();
+  auto id = make_nccl_id();
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  auto comm = NcclCommunicator::make(dev->get(), "dp", 1, 0, *id, NcclOptions{});
+  ASSERT_TRUE(comm.has_value()) << comm.error().message();
+  DeviceVector<float> x(256);
+  ASSERT_TRUE((*comm)->all_reduce(StreamKind::kCompute, DType::kFp32, x.get(), 256).ok());
+  ASSERT_TRUE((*dev)->synchronize().ok());
+  dev->reset();
+  comm->reset();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace
