@@ -19,7 +19,7 @@
 # Without a GPU (or with FSDP_GPU_CHECK_SKIP_GPU=1) every GPU step is skipped and the rest still
 # runs: the libraries resolve, the CPU cases of the CUDA tests pass, `--backend cuda` fails with
 # its one-line error, the comparison code runs on the CPU backend, and the summary is written, so
-# the script is tested end to end on the CPU machine (tests/scripts/gpu_check_test.sh).
+# the script is tested end to end on the CPU machine (tests/backends/cuda/gpu_check_test.sh).
 #   usage: OUT=DIR scripts/gpu-check.sh [BUNDLE]   (BUNDLE: default the bundle this script is in)
 #   env: FSDP_GPU_CHECK_DEADLINE_S (default 480), FSDP_GPU_CHECK_SKIP_GPU=1
 set -uo pipefail
