@@ -80,7 +80,7 @@ std::string ms(sim::SimDuration d) {
 // Chrome trace goes to `trace` unless empty.
 int print_prediction(const exec::TrainSpec& spec, const Hardware& hardware,
                      const std::string& trace, Io& io) {
-  auto setup = exec::prepare_training(spec);
+  auto setup = exec::prepare_plan(spec);
   if (!setup) {
     return report_error(io, setup.error());
   }
@@ -202,7 +202,7 @@ Expected<std::vector<MeasuredOp>> measured_ops(const std::vector<std::string>& p
 }
 
 int fit(const exec::TrainSpec& spec, const CalibrateArgs& a, Io& io) {
-  auto setup = exec::prepare_training(spec);
+  auto setup = exec::prepare_plan(spec);
   if (!setup) {
     return report_error(io, setup.error());
   }

@@ -31,6 +31,12 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
 }
 
 Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
+  FSDP_TRY(TrainSetup setup, prepare_plan(spec));
+  setup.initial = backend::initial_parameters(spec.model);
+  return setup;
+}
+
+Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   if (spec.steps < 1) {
     return Error(ErrorCode::kInvalidArgument, str_cat("steps is ", spec.steps, "; expected >= 1"));
   }
@@ -46,8 +52,7 @@ Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
   workload.seq_len = spec.model.seq_len;
   workload.micro_batch_size = spec.model.micro_batch_size;
   FSDP_TRY(Schedule schedule, build_schedule(model, config, workload));
-  backend::ParamValues initial = backend::initial_parameters(spec.model);
-  return TrainSetup{std::move(model), std::move(config), std::move(schedule), std::move(initial)};
+  return TrainSetup{std::move(model), std::move(config), std::move(schedule), {}};
 }
 
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,

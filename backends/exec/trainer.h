@@ -63,6 +63,9 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec);
 // assemble_config's (the strategy on the mesh, the FsdpConfig checks); the schedule (a layout
 // that rejects a shape stops here, before anything is allocated).
 Expected<TrainSetup> prepare_training(const TrainSpec& spec);
+// The same without the initial parameter values (`initial` empty): what a prediction of the
+// configuration needs (its model, config and schedule), without generating every weight.
+Expected<TrainSetup> prepare_plan(const TrainSpec& spec);
 
 struct RankResult {
   std::int64_t rank = 0;

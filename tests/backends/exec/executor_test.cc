@@ -281,3 +281,26 @@ TEST(ExecutorTest, CollectiveObserverNeedsHostAddressableMemory) {
 
 }  // namespace
 }  // namespace fsdp::exec
+
+namespace fsdp::exec {
+namespace {
+
+// A prediction needs the plan, not the weights: prepare_plan builds the same schedule without
+// generating the initial values (which for a GPU-sized decoder took minutes in a debug build).
+TEST(TrainerTest, PreparePlanIsPrepareTrainingWithoutInitialValues) {
+  const TrainSpec spec = tiny_spec();
+  auto plan = prepare_plan(spec);
+  auto full = prepare_training(spec);
+  ASSERT_TRUE(plan.has_value()) << plan.error().message();
+  ASSERT_TRUE(full.has_value()) << full.error().message();
+  EXPECT_TRUE(plan->initial.empty());
+  EXPECT_FALSE(full->initial.empty());
+  EXPECT_EQ(plan->schedule.programs().size(), full->schedule.programs().size());
+  EXPECT_EQ(plan->schedule.programs()[0].ops.size(), full->schedule.programs()[0].ops.size());
+  TrainSpec bad = spec;
+  bad.steps = 0;
+  EXPECT_FALSE(prepare_plan(bad).has_value());
+}
+
+}  // namespace
+}  // namespace fsdp::exec
