@@ -3,6 +3,8 @@
 // input, 2 usage error; errors are one line on stderr. No exception escapes main.
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -11,6 +13,46 @@
 #include "cli/command.h"
 
 namespace {
+
+// OpenBLAS starts its thread pool (one thread per core) in its library constructor, before main,
+// although the kernels pin it to one thread at first use (docs/design/backends.md, "The unsharded
+// reference and determinism"). Under an address-space limit (ulimit -v 1 GB, most of it taken by
+// the CUDA libraries' mappings) a pool thread spins in blas_memory_alloc, and every command, even
+// --version, then hangs at exit in the pool's shutdown, which joins it (issue 16). Only
+// OPENBLAS_NUM_THREADS=1 in the environment before the constructor runs keeps the pool from
+// starting, and a setenv from .preinit_array does not survive libc's own start-up, which resets
+// environ. So the first thing the process does (.preinit_array runs before any library's
+// constructor) is to re-execute itself once with the variable set; when exec fails it goes on as
+// before. The kernels use one thread anyway, so no user setting is lost.
+constexpr char kBlasThreads[] = "OPENBLAS_NUM_THREADS=";
+
+void pin_blas_threads_before_libraries_start(int /*argc*/, char** argv, char** envp) {
+  const std::size_t prefix = sizeof(kBlasThreads) - 1;
+  std::size_t count = 0;
+  for (char** e = envp; *e != nullptr; ++e, ++count) {
+    if (std::strncmp(*e, kBlasThreads, prefix) == 0 && std::strcmp(*e + prefix, "1") == 0) {
+      return;  // pinned already (this is the re-executed process, or the user set it)
+    }
+  }
+  auto** env = static_cast<char**>(std::malloc((count + 2) * sizeof(char*)));
+  if (env == nullptr) {
+    return;
+  }
+  std::size_t n = 0;
+  for (char** e = envp; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kBlasThreads, prefix) != 0) {
+      env[n++] = *e;
+    }
+  }
+  static char pinned[] = "OPENBLAS_NUM_THREADS=1";
+  env[n++] = pinned;
+  env[n] = nullptr;
+  execve("/proc/self/exe", argv, env);
+  std::free(env);  // no /proc: run unpinned
+}
+
+__attribute__((section(".preinit_array"), used)) void (*pin_blas_threads_entry)(
+    int, char**, char**) = &pin_blas_threads_before_libraries_start;
 
 void print_help(std::ostream& os) {
   os << "usage: fsdpsim <command> [options]\n"
