@@ -3,14 +3,17 @@
 // input, 2 usage error; errors are one line on stderr. No exception escapes main.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <streambuf>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "core/base/printable.h"
 
 namespace {
 
@@ -93,7 +96,8 @@ int run(int argc, char** argv) {
   }
   const auto* command = fsdp::cli::find_command(first);
   if (command == nullptr) {
-    std::cerr << "fsdpsim: usage error: unknown command '" << first << "'; expected one of:";
+    std::cerr << "fsdpsim: usage error: unknown command '"
+              << fsdp::printable_text(first, first.size()) << "'; expected one of:";
     for (const auto& c : fsdp::cli::all_commands()) {
       std::cerr << " " << c.name;
     }
@@ -104,15 +108,78 @@ int run(int argc, char** argv) {
   return command->run(args, io);
 }
 
+// Standard output through one buffer that writes fd 1 itself and keeps the first write error
+// (errno), because C stdio forgets it once a later flush has nothing left to write.
+class StdoutBuffer : public std::streambuf {
+ public:
+  StdoutBuffer() { setp(buffer_, buffer_ + sizeof buffer_); }
+  int error() const { return error_; }
+
+ protected:
+  int sync() override { return drain() ? 0 : -1; }
+  int_type overflow(int_type ch) override {
+    if (!drain()) {
+      return traits_type::eof();
+    }
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+
+ private:
+  bool drain() {
+    const char* p = pbase();
+    auto left = static_cast<std::size_t>(pptr() - pbase());
+    while (left > 0 && error_ == 0) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, left);
+      if (n < 0) {
+        if (errno != EINTR) {
+          error_ = errno;
+        }
+        continue;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    setp(buffer_, buffer_ + sizeof buffer_);
+    return error_ == 0;
+  }
+
+  char buffer_[1 << 16];
+  int error_ = 0;
+};
+
+// Every command's output ends here: a stdout that could not be written (a full disk, /dev/full)
+// is an error, not a silent success (issue 16; docs/cli.md, "Input and output files").
+int finish_stdout(const StdoutBuffer& buffer, int code) {
+  std::cout.flush();
+  if (buffer.error() == 0 && std::cout.good()) {
+    return code;
+  }
+  std::cerr << "fsdpsim: error: cannot write standard output: "
+            << (buffer.error() != 0 ? std::strerror(buffer.error()) : "write failed") << "\n";
+  return code == fsdp::cli::kExitOk ? fsdp::cli::kExitInvalidInput : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Never destroyed: std::cout may still flush into it while the program exits.
+  static auto* const stdout_buffer = new StdoutBuffer;
+  std::cout.rdbuf(stdout_buffer);
+  if (isatty(STDOUT_FILENO) != 0) {
+    std::cout.setf(std::ios::unitbuf);  // a terminal sees each line as it is printed
+  }
+  int code = fsdp::cli::kExitInvalidInput;
   try {
-    return run(argc, argv);
+    code = run(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "fsdpsim: error: " << e.what() << "\n";
+    const std::string what = e.what();
+    std::cerr << "fsdpsim: error: " << fsdp::printable_text(what, what.size()) << "\n";
   } catch (...) {
     std::cerr << "fsdpsim: error: unknown exception\n";
   }
-  return fsdp::cli::kExitInvalidInput;
+  return finish_stdout(*stdout_buffer, code);
 }

@@ -35,9 +35,10 @@ constexpr bool kAddressSanitizer = false;
 
 // The child's environment. An ASan build (the dev and ci presets, README.md, "Building by hand")
 // cannot start under RLIMIT_AS: its shadow memory alone reserves terabytes of address space. There
-// the limit becomes ASan's own: one allocation over it fails as std::bad_alloc (as under
-// RLIMIT_AS), and a resident set over it ends the child with an ASan report (exit 1, more than one
-// line).
+// the limit becomes ASan's own: one allocation over it (max_allocation_size_mb; malloc returns
+// null, operator new ends the child with an "out of memory" report) or a resident set over it
+// (hard_rss_limit_mb) ends the child with exit 1 and a report of more than one line, so a test
+// that expects a one-line refusal fails as it would under RLIMIT_AS.
 std::vector<std::string> child_environment(const Limits& limits) {
   std::vector<std::string> env;
   std::string asan_options;
