@@ -20,6 +20,7 @@
 #include "cli/subcommands.h"
 #include "cli/trace_reader.h"
 #include "cli/train_options.h"
+#include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "core/hardware/calibration_fit.h"
 #include "core/hardware/hardware_json.h"
@@ -103,11 +104,10 @@ int print_prediction(const exec::TrainSpec& spec, const Hardware& hardware,
          << "predicted communication_ms " << ms(cls->communication) << "\n"
          << "predicted exposed_communication_ms " << ms(cls->exposed_communication) << "\n";
   if (!trace.empty()) {
-    std::ofstream out(trace);
-    out << sim::chrome_trace(*result, setup->schedule).dump() << "\n";
-    if (!out) {
-      return report_error(io, Error(ErrorCode::kUnavailable,
-                                    str_cat("--trace: cannot write '", trace, "'")));
+    if (auto written =
+            write_output_file(trace, sim::chrome_trace(*result, setup->schedule).dump() + "\n");
+        !written) {
+      return report_error(io, written.error().with_context("--trace"));
     }
   }
   return kExitOk;
@@ -116,11 +116,9 @@ int print_prediction(const exec::TrainSpec& spec, const Hardware& hardware,
 // Writes `hardware` to --out, then prints the prediction with it.
 int write_and_predict(const exec::TrainSpec& spec, const Hardware& hardware,
                       const CalibrateArgs& a, Io& io) {
-  std::ofstream out(a.out);
-  out << hardware_to_json_text(hardware) << "\n";
-  if (!out) {
-    return report_error(io, Error(ErrorCode::kUnavailable,
-                                  str_cat("--out: cannot write '", a.out, "'")));
+  if (auto written = write_output_file(a.out, hardware_to_json_text(hardware) + "\n");
+      !written) {
+    return report_error(io, written.error().with_context("--out"));
   }
   io.out << "wrote " << a.out << "\n";
   return print_prediction(spec, hardware, a.trace, io);
@@ -290,6 +288,15 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
   }
   if (!a.fit.empty() && !a.predict.empty()) {
     return report_usage_error(io, "calibrate", "--fit writes --out; it does not go with --predict");
+  }
+  std::vector<FileArgument> inputs = {{"--predict", a.predict}, {"--base", a.base}};
+  for (const std::string& t : a.fit) {
+    inputs.push_back({"--fit", t});
+  }
+  if (auto refused =
+          refuse_outputs_over_inputs(io, "calibrate", {{"--out", a.out}, {"--trace", a.trace}},
+                                     inputs)) {
+    return *refused;
   }
   auto spec = make_train_spec(train);
   if (!spec) {

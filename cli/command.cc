@@ -3,10 +3,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
+#include "core/base/file_io.h"
+#include "core/base/printable.h"
 #include "core/base/strings.h"
 
 namespace po = boost::program_options;
@@ -41,29 +43,68 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
   return std::nullopt;
 }
 
+// Messages quote paths and values from the command line and from files: their control characters
+// are written as \xNN, so an error is one line and sends no escape sequence to the terminal
+// (docs/cli.md, "Input and output files").
+namespace {
+std::string printable_message(std::string_view message) {
+  return printable_text(message, message.size());
+}
+}  // namespace
+
 int report_error(Io& io, const Error& error) {
-  io.err << "fsdpsim: error: " << error.message() << "\n";
+  io.err << "fsdpsim: error: " << printable_message(error.message()) << "\n";
   return kExitInvalidInput;
 }
 
 int report_usage_error(Io& io, std::string_view command, std::string_view message) {
-  io.err << "fsdpsim " << command << ": usage error: " << message << " (try 'fsdpsim " << command
-         << " --help')\n";
+  io.err << "fsdpsim " << command << ": usage error: " << printable_message(message)
+         << " (try 'fsdpsim " << command << " --help')\n";
   return kExitUsage;
 }
 
+namespace {
+
+// Equal once made absolute and normal, whether or not the files exist yet.
+bool same_output_path(const std::string& a, const std::string& b) {
+  std::error_code ec_a;
+  std::error_code ec_b;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec_a), ec_a);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec_b), ec_b);
+  return same_file(a, b) || (!ec_a && !ec_b && pa == pb);
+}
+
+}  // namespace
+
+std::optional<int> refuse_outputs_over_inputs(Io& io, std::string_view command,
+                                              const std::vector<FileArgument>& outputs,
+                                              const std::vector<FileArgument>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const FileArgument& out = outputs[i];
+    if (out.path.empty()) {
+      continue;
+    }
+    for (const FileArgument& in : inputs) {
+      if (!in.path.empty() && same_file(out.path, in.path)) {
+        return report_usage_error(
+            io, command, str_cat(out.option, " '", out.path, "' is the same file as ", in.option,
+                                 " '", in.path, "'; an output must not replace an input"));
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!outputs[j].path.empty() && same_output_path(out.path, outputs[j].path)) {
+        return report_usage_error(io, command,
+                                  str_cat(out.option, " '", out.path, "' is the same file as ",
+                                          outputs[j].option, " '", outputs[j].path,
+                                          "'; expected distinct output files"));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Expected<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat("cannot open '", path, "': ", std::strerror(errno)));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return Error(ErrorCode::kInvalidArgument, str_cat("cannot read '", path, "'"));
-  }
-  return ss.str();
+  return read_input_file(path);
 }
 
 }  // namespace fsdp::cli

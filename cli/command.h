@@ -55,7 +55,21 @@ int report_error(Io& io, const Error& error);
 // kExitUsage.
 int report_usage_error(Io& io, std::string_view command, std::string_view message);
 
-// Reads a whole file; the error names the path and the reason.
+// A file argument of a command line: the option that names it and the path (empty: not given).
+struct FileArgument {
+  std::string_view option;
+  std::string path;
+};
+
+// Before anything is written: a usage error when an output would replace one of the inputs
+// (std::filesystem::equivalent) or two outputs name the same path, as `calibrate --fit T --out T`
+// once did (issue 16); nullopt when they are all distinct.
+std::optional<int> refuse_outputs_over_inputs(Io& io, std::string_view command,
+                                              const std::vector<FileArgument>& outputs,
+                                              const std::vector<FileArgument>& inputs);
+
+// Reads a whole input file (core/base/file_io.h: regular files only, up to kMaxInputFileBytes);
+// the error names the path and the reason.
 Expected<std::string> read_text_file(const std::string& path);
 
 }  // namespace fsdp::cli

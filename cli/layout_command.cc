@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
+#include "core/base/printable.h"
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
@@ -134,6 +135,10 @@ Expected<NamedShapes> shapes_from_json_file(const std::string& path) {
                      str_cat(where, ".name is ", t["name"].type_name(), "; expected a string"));
       }
       name = t["name"].get<std::string>();
+      // A name reaches the terminal and the messages below: no escape sequences (issue 16).
+      if (auto printable = check_printable_name("tensor", name); !printable) {
+        return printable.error().with_context(where);
+      }
     }
     if (!t.contains("shape") || !t["shape"].is_array()) {
       return Error(ErrorCode::kInvalidArgument,

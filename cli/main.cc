@@ -3,14 +3,59 @@
 // input, 2 usage error; errors are one line on stderr. No exception escapes main.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
+#include <streambuf>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "core/base/printable.h"
 
 namespace {
+
+// OpenBLAS starts its thread pool (one thread per core) in its library constructor, before main,
+// although the kernels pin it to one thread at first use (docs/design/backends.md, "The unsharded
+// reference and determinism"). Under an address-space limit (ulimit -v 1 GB, most of it taken by
+// the CUDA libraries' mappings) a pool thread spins in blas_memory_alloc, and every command, even
+// --version, then hangs at exit in the pool's shutdown, which joins it (issue 16). Only
+// OPENBLAS_NUM_THREADS=1 in the environment before the constructor runs keeps the pool from
+// starting, and a setenv from .preinit_array does not survive libc's own start-up, which resets
+// environ. So the first thing the process does (.preinit_array runs before any library's
+// constructor) is to re-execute itself once with the variable set; when exec fails it goes on as
+// before. The kernels use one thread anyway, so no user setting is lost.
+constexpr char kBlasThreads[] = "OPENBLAS_NUM_THREADS=";
+
+void pin_blas_threads_before_libraries_start(int /*argc*/, char** argv, char** envp) {
+  const std::size_t prefix = sizeof(kBlasThreads) - 1;
+  std::size_t count = 0;
+  for (char** e = envp; *e != nullptr; ++e, ++count) {
+    if (std::strncmp(*e, kBlasThreads, prefix) == 0 && std::strcmp(*e + prefix, "1") == 0) {
+      return;  // pinned already (this is the re-executed process, or the user set it)
+    }
+  }
+  auto** env = static_cast<char**>(std::malloc((count + 2) * sizeof(char*)));
+  if (env == nullptr) {
+    return;
+  }
+  std::size_t n = 0;
+  for (char** e = envp; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kBlasThreads, prefix) != 0) {
+      env[n++] = *e;
+    }
+  }
+  static char pinned[] = "OPENBLAS_NUM_THREADS=1";
+  env[n++] = pinned;
+  env[n] = nullptr;
+  execve("/proc/self/exe", argv, env);
+  std::free(env);  // no /proc: run unpinned
+}
+
+__attribute__((section(".preinit_array"), used)) void (*pin_blas_threads_entry)(
+    int, char**, char**) = &pin_blas_threads_before_libraries_start;
 
 void print_help(std::ostream& os) {
   os << "usage: fsdpsim <command> [options]\n"
@@ -51,7 +96,8 @@ int run(int argc, char** argv) {
   }
   const auto* command = fsdp::cli::find_command(first);
   if (command == nullptr) {
-    std::cerr << "fsdpsim: usage error: unknown command '" << first << "'; expected one of:";
+    std::cerr << "fsdpsim: usage error: unknown command '"
+              << fsdp::printable_text(first, first.size()) << "'; expected one of:";
     for (const auto& c : fsdp::cli::all_commands()) {
       std::cerr << " " << c.name;
     }
@@ -62,15 +108,78 @@ int run(int argc, char** argv) {
   return command->run(args, io);
 }
 
+// Standard output through one buffer that writes fd 1 itself and keeps the first write error
+// (errno), because C stdio forgets it once a later flush has nothing left to write.
+class StdoutBuffer : public std::streambuf {
+ public:
+  StdoutBuffer() { setp(buffer_, buffer_ + sizeof buffer_); }
+  int error() const { return error_; }
+
+ protected:
+  int sync() override { return drain() ? 0 : -1; }
+  int_type overflow(int_type ch) override {
+    if (!drain()) {
+      return traits_type::eof();
+    }
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+
+ private:
+  bool drain() {
+    const char* p = pbase();
+    auto left = static_cast<std::size_t>(pptr() - pbase());
+    while (left > 0 && error_ == 0) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, left);
+      if (n < 0) {
+        if (errno != EINTR) {
+          error_ = errno;
+        }
+        continue;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    setp(buffer_, buffer_ + sizeof buffer_);
+    return error_ == 0;
+  }
+
+  char buffer_[1 << 16];
+  int error_ = 0;
+};
+
+// Every command's output ends here: a stdout that could not be written (a full disk, /dev/full)
+// is an error, not a silent success (issue 16; docs/cli.md, "Input and output files").
+int finish_stdout(const StdoutBuffer& buffer, int code) {
+  std::cout.flush();
+  if (buffer.error() == 0 && std::cout.good()) {
+    return code;
+  }
+  std::cerr << "fsdpsim: error: cannot write standard output: "
+            << (buffer.error() != 0 ? std::strerror(buffer.error()) : "write failed") << "\n";
+  return code == fsdp::cli::kExitOk ? fsdp::cli::kExitInvalidInput : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Never destroyed: std::cout may still flush into it while the program exits.
+  static auto* const stdout_buffer = new StdoutBuffer;
+  std::cout.rdbuf(stdout_buffer);
+  if (isatty(STDOUT_FILENO) != 0) {
+    std::cout.setf(std::ios::unitbuf);  // a terminal sees each line as it is printed
+  }
+  int code = fsdp::cli::kExitInvalidInput;
   try {
-    return run(argc, argv);
+    code = run(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "fsdpsim: error: " << e.what() << "\n";
+    const std::string what = e.what();
+    std::cerr << "fsdpsim: error: " << fsdp::printable_text(what, what.size()) << "\n";
   } catch (...) {
     std::cerr << "fsdpsim: error: unknown exception\n";
   }
-  return fsdp::cli::kExitInvalidInput;
+  return finish_stdout(*stdout_buffer, code);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/run_options.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "core/base/strings.h"
@@ -61,7 +62,12 @@ Expected<Model> load_model_argument(const std::string& text) {
 
 Expected<Hardware> load_hardware_argument(const std::string& text) {
   auto preset = find_hardware_preset(text);
-  if (preset || text.find('.') == std::string::npos) {
+  // A preset name, unless it names no preset but looks like a path or is an existing file of any
+  // kind (which the reader then accepts or refuses): "cluster" in the working folder is a file.
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(text, ec));
+  if (preset || (text.find('.') == std::string::npos && text.find('/') == std::string::npos &&
+                 !exists)) {
     return preset;
   }
   FSDP_TRY(std::string contents, read_text_file(text));

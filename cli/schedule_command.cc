@@ -2,14 +2,14 @@
 // `fsdpsim schedule`: build the schedule IR of one optimizer step and print it as a text listing
 // per rank class and stream, as JSON (with a summary of collective counts), or as Graphviz DOT
 // (rendered to SVG when the output file ends in .svg and `dot` is installed).
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "cli/command.h"
+#include "cli/process.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
+#include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "viz/schedule_report.h"
 
@@ -29,11 +29,6 @@ constexpr std::string_view kDescription =
     "  fsdpsim schedule --model llama-3-8b --mesh dp=16 --microbatches 4\n"
     "  fsdpsim schedule --mesh dp_outer=2,dp_inner=8 --strategy hsdp --format json\n"
     "  fsdpsim schedule --model tiny.json --mesh dp=4 --format dot --output step.svg";
-
-bool command_exists(const char* name) {
-  const std::string cmd = str_cat("command -v ", name, " >/dev/null 2>&1");
-  return std::system(cmd.c_str()) == 0;
-}
 
 }  // namespace
 
@@ -79,25 +74,45 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
   const bool svg = format == "dot" && output.size() > 4 &&
                    output.compare(output.size() - 4, 4, ".svg") == 0;
   const std::string path = svg ? output.substr(0, output.size() - 4) + ".dot" : output;
-  {
-    std::ofstream out(path);
-    out << text;
-    if (!out) {
-      return report_error(io, Error(ErrorCode::kInvalidArgument,
-                                    str_cat("cannot write '", path, "'")));
-    }
+  std::vector<FileArgument> outputs = {{"--output", output}};
+  if (svg) {
+    outputs.push_back({"--output (.dot)", path});
+  }
+  if (auto refused =
+          refuse_outputs_over_inputs(io, "schedule", outputs, {{"--model", options.model}})) {
+    return *refused;
+  }
+  if (auto written = write_output_file(path, text); !written) {
+    return report_error(io, written.error().with_context("--output"));
   }
   if (svg) {
-    if (!command_exists("dot")) {
+    // `dot` runs by argument vector (no shell sees the names) and writes a temporary file that
+    // replaces `output` only when it succeeded (docs/cli.md, "Input and output files").
+    bool dot_missing = false;
+    auto rendered = write_output_file_with(
+        output, [&](int /*fd*/, const std::string& tmp_path) -> Status {
+          FSDP_TRY(const ProgramExit dot_exit,
+                   run_program({"dot", "-Tsvg", path, "-o", tmp_path}));
+          if (dot_exit.not_found) {
+            dot_missing = true;
+            return Error(ErrorCode::kUnavailable, "'dot' (Graphviz) is not installed");
+          }
+          if (dot_exit.exit_code != 0) {
+            return Error(ErrorCode::kUnavailable,
+                         str_cat("dot failed to render '", path, "' to '", output, "' (",
+                                 dot_exit.signal != 0 ? str_cat("signal ", dot_exit.signal)
+                                                  : str_cat("exit status ", dot_exit.exit_code),
+                                 ")"));
+          }
+          return ok_status();
+        });
+    if (dot_missing) {
       io.err << "fsdpsim: note: 'dot' (Graphviz) is not installed; wrote " << path
              << " instead of " << output << "\n";
       return kExitOk;
     }
-    const std::string cmd = str_cat("dot -Tsvg '", path, "' -o '", output, "'");
-    if (std::system(cmd.c_str()) != 0) {
-      return report_error(io, Error(ErrorCode::kUnavailable,
-                                    str_cat("dot failed to render '", path, "' to '", output,
-                                            "'")));
+    if (!rendered) {
+      return report_error(io, rendered.error().with_context("--output"));
     }
     io.out << "wrote " << output << " (and " << path << ")\n";
   } else {

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
+#include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "sim/engine/simulator.h"
 #include "sim/report/sim_report.h"
@@ -165,6 +166,12 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   sim_options.cost.backward_efficiency = sim_options.cost.forward_efficiency;
   sim_options.cost.recompute_efficiency = sim_options.cost.forward_efficiency;
   sim_options.record_trace = !trace_path.empty() || !plot_path.empty() || !gantt_path.empty();
+  if (auto refused = refuse_outputs_over_inputs(
+          io, "simulate",
+          {{"--trace", trace_path}, {"--plot", plot_path}, {"--gantt", gantt_path}},
+          {{"--model", options.model}, {"--hardware", hardware_name}})) {
+    return *refused;
+  }
   auto hardware = load_hardware_argument(hardware_name);
   if (!hardware) {
     return report_error(io, hardware.error());
@@ -202,11 +209,10 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
            << padding->gathered_padding_bytes << " B in every full gather\n";
   }
   if (!trace_path.empty()) {
-    std::ofstream out(trace_path);
-    out << sim::chrome_trace(*result, *schedule).dump() << "\n";
-    if (!out) {
-      return report_error(io, Error(ErrorCode::kInvalidArgument,
-                                    str_cat("cannot write trace '", trace_path, "'")));
+    if (auto written =
+            write_output_file(trace_path, sim::chrome_trace(*result, *schedule).dump() + "\n");
+        !written) {
+      return report_error(io, written.error().with_context("--trace"));
     }
     if (format != "json") {
       io.out << "wrote trace " << trace_path << "\n";
@@ -218,12 +224,13 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     if (path.empty()) {
       continue;
     }
-    std::ofstream out(path);
-    out << (memory_plot ? viz::render_memory_svg(*result, *schedule, *hardware)
-                        : viz::render_gantt_svg(*result, *schedule));
-    if (!out) {
-      return report_error(io, Error(ErrorCode::kInvalidArgument,
-                                    str_cat("cannot write ", what, " '", path, "'")));
+    if (auto written = write_output_file(
+            path, memory_plot ? viz::render_memory_svg(*result, *schedule, *hardware)
+                              : viz::render_gantt_svg(*result, *schedule));
+        !written) {
+      return report_error(io, written.error().with_context(str_cat("--",
+                                                                   memory_plot ? "plot" : "gantt",
+                                                                   " (", what, ")")));
     }
     if (format != "json") {
       io.out << "wrote " << what << " " << path << "\n";

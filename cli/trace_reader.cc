@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "core/base/printable.h"
 #include "core/base/strings.h"
 #include "core/schedule/op.h"
 
@@ -130,6 +131,11 @@ Expected<Trace> read_trace(const std::string& path) {
     FSDP_TRY(const json* name, field(path, ev, i, "name", &J::is_string, "a string"));
     TraceOp op;
     op.name = name->get<std::string>();
+    // `compare` prints op names: no escape sequences from a file reach the terminal (issue 16).
+    if (auto printable = check_printable_name("op", op.name); !printable) {
+      return format_error(path, str_cat("traceEvents[", i, "] field 'name': ",
+                                        printable.error().message()));
+    }
     op.kind = op.name.substr(0, op.name.find(' '));
     if (!is_timed_kind(op.kind)) {
       continue;  // records, waits, allocs and frees take no time in the simulator's trace

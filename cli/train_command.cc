@@ -25,6 +25,7 @@
 #include "cli/store_launch.h"
 #include "cli/subcommands.h"
 #include "cli/train_options.h"
+#include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "core/mesh/device_mesh.h"
 #include "core/schedule/trace_events.h"
@@ -89,10 +90,9 @@ nlohmann::json measured_trace(const exec::TrainSetup& setup,
 
 Status write_trace(const std::string& path, const exec::TrainSetup& setup,
                    const std::vector<const exec::RankResult*>& ranks) {
-  std::ofstream out(path);
-  out << measured_trace(setup, ranks).dump() << "\n";
-  if (!out) {
-    return Error(ErrorCode::kUnavailable, str_cat("--trace: cannot write '", path, "'"));
+  if (auto written = write_output_file(path, measured_trace(setup, ranks).dump() + "\n");
+      !written) {
+    return written.error().with_context("--trace");
   }
   return ok_status();
 }

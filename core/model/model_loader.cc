@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/model/model_loader.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
+#include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "core/model/hub_config.h"
 #include "core/model/json_fields.h"
@@ -44,17 +40,8 @@ Expected<Model> parse_model_text(std::string_view text, std::string_view source)
 }
 
 Expected<Model> load_model_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(path, ": cannot open the file: ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return Error(ErrorCode::kInvalidArgument, str_cat(path, ": cannot read the file"));
-  }
-  return parse_model_text(text.str(), path);
+  FSDP_TRY(const std::string text, read_input_file(path));
+  return parse_model_text(text, path);
 }
 
 }  // namespace fsdp

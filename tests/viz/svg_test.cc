@@ -190,7 +190,9 @@ TEST(SvgSimulateCommandTest, PlotAndGanttFilesAreWrittenAndWellFormed) {
   const cli::testing::Result bad = cli::testing::run_command(
       &cli::run_simulate_command, {"--mesh", "dp=2", "--gantt", "/nonexistent-dir/x.svg"});
   EXPECT_EQ(bad.code, 1);
-  EXPECT_EQ(bad.err, "fsdpsim: error: cannot write Gantt chart '/nonexistent-dir/x.svg'\n");
+  EXPECT_EQ(bad.err,
+            "fsdpsim: error: --gantt (Gantt chart): /nonexistent-dir/x.svg: cannot write the "
+            "file: No such file or directory\n");
 }
 
 }  // namespace
