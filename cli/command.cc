@@ -29,7 +29,32 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
   desc.add_options()("help,h", "print this help and exit");
   try {
     std::vector<std::string> argv(args.begin(), args.end());
-    po::store(po::command_line_parser(argv).options(desc).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(argv).options(desc).run();
+    // Strict command lines (docs/cli.md, "Command lines"): no subcommand takes positional
+    // arguments through this parser, so a stray word is an error rather than silently dropped,
+    // and an option that takes a value never takes an empty one.
+    std::string after;  // the tokens of the option before, for the message
+    for (const po::option& opt : parsed.options) {
+      if (opt.string_key.empty() || opt.position_key >= 0) {
+        const std::string word = opt.original_tokens.empty() ? std::string()
+                                                             : opt.original_tokens.front();
+        return report_usage_error(
+            io, command,
+            str_cat("unexpected argument '", word, "'",
+                    after.empty() ? std::string() : str_cat(" after '", after, "'"),
+                    "; expected only --options and their values"));
+      }
+      after = join(opt.original_tokens, " ");
+      for (const std::string& value : opt.value) {
+        if (value.empty()) {
+          return report_usage_error(io, command,
+                                    str_cat("--", opt.string_key,
+                                            " has an empty value; expected a value (or leave "
+                                            "the option out for its default)"));
+        }
+      }
+    }
+    po::store(parsed, vm);
     if (vm.count("help") != 0) {
       io.out << "usage: fsdpsim " << usage << "\n\n" << description << "\n\n" << desc << "\n";
       return kExitOk;
