@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/printable.h"
 #include "core/base/strings.h"
 
 namespace po = boost::program_options;
@@ -21,6 +22,12 @@ const Command* find_command(std::string_view name) {
   }
   return nullptr;
 }
+
+namespace {
+bool g_parse_only = false;  // set_parse_only: the fuzz target's seam, never set by fsdpsim
+}  // namespace
+
+void set_parse_only(bool on) { g_parse_only = on; }
 
 std::optional<int> parse_command_line(std::string_view command, std::string_view usage,
                                       std::string_view description, po::options_description& desc,
@@ -63,17 +70,45 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
   } catch (const po::error& e) {
     return report_usage_error(io, command, e.what());
   }
+  if (g_parse_only) {
+    return kExitOk;
+  }
   return std::nullopt;
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u == 0x1b) {
+      out += "\\e";
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    }
+  }
+  return out;
+}
+
 int report_error(Io& io, const Error& error) {
-  io.err << "fsdpsim: error: " << error.message() << "\n";
+  io.err << "fsdpsim: error: " << printable(error.message()) << "\n";
   return kExitInvalidInput;
 }
 
 int report_usage_error(Io& io, std::string_view command, std::string_view message) {
-  io.err << "fsdpsim " << command << ": usage error: " << message << " (try 'fsdpsim " << command
-         << " --help')\n";
+  io.err << "fsdpsim " << command << ": usage error: " << printable(message) << " (try 'fsdpsim "
+         << command << " --help')\n";
   return kExitUsage;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/printable.h"
 
 namespace {
 
@@ -38,14 +39,16 @@ int run(int argc, char** argv) {
   if (first == "--help" || first == "-h" || first == "help") {
     // `help [COMMAND]`: one word at most, and it must name a command (docs/cli.md).
     if (args.size() > 2 || (args.size() == 2 && first != "help")) {
-      std::cerr << "fsdpsim: usage error: unexpected argument '" << args.back() << "' after '"
-                << first << "'; expected: fsdpsim help [COMMAND] (try 'fsdpsim --help')\n";
+      std::cerr << "fsdpsim: usage error: unexpected argument '"
+                << fsdp::cli::printable(args.back()) << "' after '" << first
+                << "'; expected: fsdpsim help [COMMAND] (try 'fsdpsim --help')\n";
       return fsdp::cli::kExitUsage;
     }
     if (args.size() == 2) {
       const auto* c = fsdp::cli::find_command(args[1]);
       if (c == nullptr) {
-        std::cerr << "fsdpsim: usage error: help: unknown command '" << args[1]
+        std::cerr << "fsdpsim: usage error: help: unknown command '"
+                  << fsdp::cli::printable(args[1])
                   << "'; expected one of:";
         for (const auto& known : fsdp::cli::all_commands()) {
           std::cerr << " " << known.name;
@@ -60,7 +63,8 @@ int run(int argc, char** argv) {
     return fsdp::cli::kExitOk;
   }
   if ((first == "--version" || first == "-V") && args.size() > 1) {
-    std::cerr << "fsdpsim: usage error: unexpected argument '" << args[1] << "' after '" << first
+    std::cerr << "fsdpsim: usage error: unexpected argument '"
+              << fsdp::cli::printable(args[1]) << "' after '" << first
               << "' (try 'fsdpsim --help')\n";
     return fsdp::cli::kExitUsage;
   }
@@ -70,7 +74,8 @@ int run(int argc, char** argv) {
   }
   const auto* command = fsdp::cli::find_command(first);
   if (command == nullptr) {
-    std::cerr << "fsdpsim: usage error: unknown command '" << first << "'; expected one of:";
+    std::cerr << "fsdpsim: usage error: unknown command '" << fsdp::cli::printable(first)
+              << "'; expected one of:";
     for (const auto& c : fsdp::cli::all_commands()) {
       std::cerr << " " << c.name;
     }
@@ -87,7 +92,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "fsdpsim: error: " << e.what() << "\n";
+    std::cerr << "fsdpsim: error: " << fsdp::cli::printable(e.what()) << "\n";
   } catch (...) {
     std::cerr << "fsdpsim: error: unknown exception\n";
   }

@@ -74,6 +74,14 @@ TEST(CliStrictnessRegression, EmptyOptionValueIsAnErrorForEveryOption) {
   expect_rejected({"layout", "--shapes="}, 2, "--shapes");
 }
 
+TEST(CliStrictnessRegression, ControlCharactersInAnArgumentKeepTheErrorOneLine) {
+  // Found by fuzz/cli_args_fuzz.cc: an option name or value with a newline or an escape
+  // sequence was echoed raw, so the "one line" error spanned lines (or cleared the screen).
+  expect_rejected({"layout", "--shape,\n", "2"}, 2, "'--shape,\\n'");
+  expect_rejected({"simulate", "--mesh", "dp=8\x1b[2J\n"}, 1, "dp=8\\e[2J\\n");
+  expect_rejected({"bogus\x1b[2J"}, 2, "'bogus\\e[2J'");
+}
+
 TEST(CliStrictnessRegression, HelpOfAnUnknownCommandIsAUsageError) {
   // `help bogus` printed the general help and exited 0.
   expect_rejected({"help", "bogus"}, 2, "'bogus'");
