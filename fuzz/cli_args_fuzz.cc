@@ -45,8 +45,20 @@ bool one_line(const std::string& text) {
          (newline == std::string::npos || newline + 1 == text.size());
 }
 
+// An error of a typed seam as the CLI prints it (cli::report_error): one line, and not internal.
+// (The message itself may quote what the user typed, control characters included; the printed
+// line escapes them.)
+void check_error(const fsdp::Error& error) {
+  std::ostringstream out;
+  std::ostringstream err;
+  fsdp::cli::Io io{out, err, false, false};
+  fsdp::cli::report_error(io, error);
+  check(one_line(err.str()), "a printed error is not one line", err.str());
+  check(error.code() != fsdp::ErrorCode::kInternal, "an internal error", error.message());
+}
+
 // The options of every planning subcommand, parsed leniently (unknown options skipped), through
-// the typed seams. Errors must be one line and not internal.
+// the typed seams.
 void check_typed_seams(const std::vector<std::string>& args) {
   {
     po::options_description desc;
@@ -62,12 +74,12 @@ void check_typed_seams(const std::vector<std::string>& args) {
     (void)fsdp::cli::run_option_conflict(vm, run);
     auto config = fsdp::cli::parse_config_options(run);
     if (!config) {
-      fsdp::fuzz::check_error_line(config.error());
+      check_error(config.error());
     } else if (auto assembled = fsdp::assemble_config(*config); !assembled) {
-      fsdp::fuzz::check_error_line(assembled.error());
+      check_error(assembled.error());
     }
     if (auto workload = fsdp::cli::make_workload(run); !workload) {
-      fsdp::fuzz::check_error_line(workload.error());
+      check_error(workload.error());
     }
   }
   po::options_description desc;
@@ -81,7 +93,7 @@ void check_typed_seams(const std::vector<std::string>& args) {
     return;
   }
   if (auto spec = fsdp::cli::make_train_spec(train); !spec) {
-    fsdp::fuzz::check_error_line(spec.error());
+    check_error(spec.error());
   }
 }
 
