@@ -23,20 +23,6 @@ Expected<FsdpConfig> assemble_config(const ConfigOptions& o) {
                       .mixed_precision = o.mixed_precision,
                       .optimizer = o.optimizer,
                       .schedule = o.schedule};
-  // TensorAtomic places whole tensors on their owners (docs/design/layouts.md): a row layout or block
-  // size would be silently dropped, so asking for one is an error.
-  if (o.tensor_atomic && !o.placements.has_value()) {
-    if (o.shard_layout != ShardLayout::kPadded) {
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat("tensor-atomic placements ignore the shard layout; expected padded, "
-                           "got ", to_string(o.shard_layout)));
-    }
-    if (o.block_size != 1) {
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat("tensor-atomic placements ignore the block size; expected 1, got ",
-                           o.block_size));
-    }
-  }
   if (o.placements.has_value()) {
     if (o.placements->mesh() != o.mesh) {
       return Error(

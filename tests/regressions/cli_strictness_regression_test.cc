@@ -61,7 +61,10 @@ TEST(CliStrictnessRegression, TensorAtomicWithUnpaddedOrBlockIsAConflict) {
   // --tensor-atomic silently dropped --shard-layout unpadded and --block 3.
   expect_rejected({"schedule", "--tensor-atomic", "--shard-layout", "unpadded"}, 2, "unpadded");
   expect_rejected({"simulate", "--tensor-atomic", "--block", "3"}, 2, "--block 3");
-  expect_rejected({"train", "--tensor-atomic", "--block", "3"}, 1, "got 3");
+  expect_rejected({"train", "--tensor-atomic", "--block", "3"}, 1, "--block 3");
+  expect_rejected({"calibrate", "--tensor-atomic", "--shard-layout", "unpadded", "--predict",
+                   "cpu.json"},
+                  1, "--shard-layout unpadded");
 }
 
 TEST(CliStrictnessRegression, EmptyOptionValueIsAnErrorForEveryOption) {
