@@ -9,6 +9,7 @@
 
 #include "core/base/file_io.h"
 #include "core/base/printable.h"
+#include "cli/printable.h"
 #include "core/base/strings.h"
 
 namespace po = boost::program_options;
@@ -24,6 +25,12 @@ const Command* find_command(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+bool g_parse_only = false;  // set_parse_only: the fuzz target's seam, never set by fsdpsim
+}  // namespace
+
+void set_parse_only(bool on) { g_parse_only = on; }
+
 std::optional<int> parse_command_line(std::string_view command, std::string_view usage,
                                       std::string_view description, po::options_description& desc,
                                       std::span<const std::string> args, po::variables_map& vm,
@@ -31,7 +38,32 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
   desc.add_options()("help,h", "print this help and exit");
   try {
     std::vector<std::string> argv(args.begin(), args.end());
-    po::store(po::command_line_parser(argv).options(desc).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(argv).options(desc).run();
+    // Strict command lines (docs/cli.md, "Command lines"): no subcommand takes positional
+    // arguments through this parser, so a stray word is an error rather than silently dropped,
+    // and an option that takes a value never takes an empty one.
+    std::string after;  // the tokens of the option before, for the message
+    for (const po::option& opt : parsed.options) {
+      if (opt.string_key.empty() || opt.position_key >= 0) {
+        const std::string word = opt.original_tokens.empty() ? std::string()
+                                                             : opt.original_tokens.front();
+        return report_usage_error(
+            io, command,
+            str_cat("unexpected argument '", word, "'",
+                    after.empty() ? std::string() : str_cat(" after '", after, "'"),
+                    "; expected only --options and their values"));
+      }
+      after = join(opt.original_tokens, " ");
+      for (const std::string& value : opt.value) {
+        if (value.empty()) {
+          return report_usage_error(io, command,
+                                    str_cat("--", opt.string_key,
+                                            " has an empty value; expected a value (or leave "
+                                            "the option out for its default)"));
+        }
+      }
+    }
+    po::store(parsed, vm);
     if (vm.count("help") != 0) {
       io.out << "usage: fsdpsim " << usage << "\n\n" << description << "\n\n" << desc << "\n";
       return kExitOk;
@@ -40,26 +72,25 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
   } catch (const po::error& e) {
     return report_usage_error(io, command, e.what());
   }
+  if (g_parse_only) {
+    return kExitOk;
+  }
   return std::nullopt;
 }
 
 // Messages quote paths and values from the command line and from files: their control characters
-// are written as \xNN, so an error is one line and sends no escape sequence to the terminal
-// (docs/cli.md, "Input and output files").
-namespace {
-std::string printable_message(std::string_view message) {
-  return printable_text(message, message.size());
-}
-}  // namespace
+// are written as \xNN (printable_text), so an error is one line and sends no escape sequence to
+// the terminal (docs/cli.md, "Input and output files" and "Command lines").
+std::string printable(std::string_view text) { return printable_text(text, text.size()); }
 
 int report_error(Io& io, const Error& error) {
-  io.err << "fsdpsim: error: " << printable_message(error.message()) << "\n";
+  io.err << "fsdpsim: error: " << printable(error.message()) << "\n";
   return kExitInvalidInput;
 }
 
 int report_usage_error(Io& io, std::string_view command, std::string_view message) {
-  io.err << "fsdpsim " << command << ": usage error: " << printable_message(message)
-         << " (try 'fsdpsim " << command << " --help')\n";
+  io.err << "fsdpsim " << command << ": usage error: " << printable(message) << " (try 'fsdpsim "
+         << command << " --help')\n";
   return kExitUsage;
 }
 

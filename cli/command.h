@@ -49,6 +49,11 @@ std::optional<int> parse_command_line(std::string_view command, std::string_view
                                       std::span<const std::string> args,
                                       boost::program_options::variables_map& vm, Io& io);
 
+// The libFuzzer seam (fuzz/cli_args_fuzz.cc, docs/user-guide.md "Fuzzing the command line"):
+// while set, parse_command_line ends every subcommand with kExitOk right after its options parse
+// (strict checks and notifiers included), before the subcommand does any work.
+void set_parse_only(bool on);
+
 // Prints "fsdpsim: error: <message>" and returns kExitInvalidInput.
 int report_error(Io& io, const Error& error);
 // Prints "fsdpsim <command>: usage error: <message> (try 'fsdpsim <command> --help')" and returns

@@ -211,9 +211,14 @@ std::string fixed(double v, int digits = 3) {
   return buf;
 }
 
+// Aligned in `width` characters. A right-aligned cell keeps at least one space before it even
+// when the text is wider, so numbers never run into the column on their left (issue 16).
 std::string pad(std::string s, std::size_t width, bool right = true) {
+  if (right) {
+    return std::string(s.size() < width ? width - s.size() : 1, ' ') + s;
+  }
   if (s.size() < width) {
-    s = right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+    s += std::string(width - s.size(), ' ');
   }
   return s;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/printable.h"
 #include "core/base/printable.h"
 
 namespace {
@@ -81,14 +82,36 @@ int run(int argc, char** argv) {
   }
   const std::string& first = args.front();
   if (first == "--help" || first == "-h" || first == "help") {
-    if (first == "help" && args.size() > 1) {
-      if (const auto* c = fsdp::cli::find_command(args[1])) {
-        std::vector<std::string> help_args = {"--help"};
-        return c->run(help_args, io);
+    // `help [COMMAND]`: one word at most, and it must name a command (docs/cli.md).
+    if (args.size() > 2 || (args.size() == 2 && first != "help")) {
+      std::cerr << "fsdpsim: usage error: unexpected argument '"
+                << fsdp::cli::printable(args.back()) << "' after '" << first
+                << "'; expected: fsdpsim help [COMMAND] (try 'fsdpsim --help')\n";
+      return fsdp::cli::kExitUsage;
+    }
+    if (args.size() == 2) {
+      const auto* c = fsdp::cli::find_command(args[1]);
+      if (c == nullptr) {
+        std::cerr << "fsdpsim: usage error: help: unknown command '"
+                  << fsdp::cli::printable(args[1])
+                  << "'; expected one of:";
+        for (const auto& known : fsdp::cli::all_commands()) {
+          std::cerr << " " << known.name;
+        }
+        std::cerr << " (try 'fsdpsim --help')\n";
+        return fsdp::cli::kExitUsage;
       }
+      std::vector<std::string> help_args = {"--help"};
+      return c->run(help_args, io);
     }
     print_help(std::cout);
     return fsdp::cli::kExitOk;
+  }
+  if ((first == "--version" || first == "-V") && args.size() > 1) {
+    std::cerr << "fsdpsim: usage error: unexpected argument '"
+              << fsdp::cli::printable(args[1]) << "' after '" << first
+              << "' (try 'fsdpsim --help')\n";
+    return fsdp::cli::kExitUsage;
   }
   if (first == "--version" || first == "-V") {
     std::cout << "fsdpsim " << FSDP_VERSION << "\n";

@@ -53,6 +53,24 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "sequences per microbatch per rank");
 }
 
+std::optional<std::string> run_option_conflict(const po::variables_map& vm, const RunOptions& o) {
+  for (const char* one : {"forward-prefetch", "backward-prefetch"}) {
+    if (vm.count("prefetch") != 0 && vm.count(one) != 0) {
+      return str_cat("--prefetch sets both directions and conflicts with --", one,
+                     "; give --forward-prefetch and --backward-prefetch instead");
+    }
+  }
+  if (o.tensor_atomic && o.shard_layout == "unpadded") {
+    return std::string(
+        "--tensor-atomic places whole tensors and conflicts with --shard-layout unpadded");
+  }
+  if (o.tensor_atomic && o.block != 1) {
+    return str_cat("--tensor-atomic places whole tensors and conflicts with --block ", o.block,
+                   "; expected --block 1 or no --block");
+  }
+  return std::nullopt;
+}
+
 Expected<Model> load_model_argument(const std::string& text) {
   if (find_model_preset(text) != nullptr) {
     return load_model_preset(text);

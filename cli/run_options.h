@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
@@ -46,6 +47,12 @@ struct RunOptions {
 // --recompute, --tensor-atomic, --main-params, --optimizer, --grad-scale, --seq-len,
 // --micro-batch-size, with `defaults` as the defaults.
 void add_run_options(boost::program_options::options_description& desc, RunOptions* options);
+
+// Options given together that contradict each other (docs/cli.md, "Command lines"): --prefetch
+// with --forward-prefetch or --backward-prefetch; --tensor-atomic with --shard-layout unpadded or
+// a --block other than 1. The usage-error message, if any.
+std::optional<std::string> run_option_conflict(const boost::program_options::variables_map& vm,
+                                               const RunOptions& options);
 
 // A preset name (fsdpsim model --list) or a path to a hub config.json / fsdpsim model file.
 Expected<Model> load_model_argument(const std::string& text);

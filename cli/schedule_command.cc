@@ -47,6 +47,9 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
   if (auto done = parse_command_line("schedule", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
   }
+  if (auto conflict = run_option_conflict(vm, options)) {
+    return report_usage_error(io, "schedule", *conflict);
+  }
   if (format != "text" && format != "json" && format != "dot") {
     return report_usage_error(io, "schedule",
                               str_cat("--format is '", format, "'; expected text, json or dot"));

@@ -148,6 +148,9 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   if (auto done = parse_command_line("simulate", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
   }
+  if (auto conflict = run_option_conflict(vm, options)) {
+    return report_usage_error(io, "simulate", *conflict);
+  }
   if (format != "text" && format != "json") {
     return report_usage_error(io, "simulate",
                               str_cat("--format is '", format, "'; expected text or json"));

@@ -5,9 +5,11 @@
 // are dealt round-robin over the MPI ranks and gathered on rank 0, which alone prints.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 #include <thread>
 
@@ -46,6 +48,18 @@ constexpr std::string_view kDescription =
 
 constexpr std::int64_t kMaxConfigurations = 1'000'000;
 constexpr std::int64_t kMaxMicrobatches = 1'000'000;
+
+// Test-only fault injection (tests/regressions/multirank_regression_test.cc): under mpirun, the
+// rank named by FSDP_TEST_SWEEP_FAIL_SETUP_RANK fails its setup; -1 when unset.
+std::int64_t sweep_test_fail_setup_rank() {
+  const char* text = std::getenv("FSDP_TEST_SWEEP_FAIL_SETUP_RANK");
+  if (text == nullptr) {
+    return -1;
+  }
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  return end != text && *end == '\0' ? v : -1;
+}
 
 // Discards everything: the output of ranks other than 0.
 class NullBuffer : public std::streambuf {
@@ -127,6 +141,7 @@ struct SweepArgs {
   std::string format = "text";
   std::string sort = "time";
   bool front_only = false;
+  double timeout_s = 600.0;  // under mpirun: how long a rank waits for the others
 };
 
 // Everything except the MPI agreement: options into a space and a base. Returns an exit code
@@ -151,6 +166,9 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
             : a.sort == "memory" ? SweepSort::kMemory : SweepSort::kConfig;
   if (a.jobs < 0) {
     return usage(str_cat("--jobs is ", a.jobs, "; expected >= 1 (0: one per core)"));
+  }
+  if (!(a.timeout_s > 0.0 && a.timeout_s <= 1e6)) {
+    return usage(str_cat("--timeout is ", a.timeout_s, "; expected seconds in (0, 1e6]"));
   }
   if (a.nodes < 1) {
     return usage(str_cat("--nodes is ", a.nodes, "; expected >= 1"));
@@ -240,10 +258,12 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
     return report_error(io, session.error());
   }
   const cpu::MpiSession& mpi = **session;
-  // Every rank parses and validates the same arguments; only rank 0 speaks.
+  // Every rank parses and validates the same arguments; only rank 0 speaks. The others keep
+  // their error line, which the setup exchange brings to rank 0.
   NullBuffer null_buffer;
   std::ostream null_stream(&null_buffer);
-  Io quiet{null_stream, null_stream, false, false};
+  std::ostringstream rank_err;
+  Io quiet{null_stream, rank_err, false, false};
   Io& out = mpi.is_root() ? io : quiet;
 
   po::options_description desc("options");
@@ -283,24 +303,43 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       ("format", po::value(&a.format)->default_value(a.format), "text | json")
       ("sort", po::value(&a.sort)->default_value(a.sort),
        "text rows by time (per microbatch) | memory | config (enumeration order)")
-      ("front-only", po::bool_switch(&a.front_only), "text: list the Pareto front only");
+      ("front-only", po::bool_switch(&a.front_only), "text: list the Pareto front only")
+      ("timeout", po::value(&a.timeout_s)->default_value(a.timeout_s),
+       "under mpirun: seconds a rank waits for the others at setup and at the gather of the "
+       "results; a rank that does not come is named and the job ends");
   po::variables_map vm;
   if (auto done = parse_command_line("sweep", kUsage, kDescription, desc, args, vm, out)) {
     return *done;
   }
   Prepared p;
-  const std::optional<int> failed = prepare(a, run, out, &p);
-  // A rank that cannot read the model or hardware file must not leave the others waiting.
-  auto all_ok = mpi.all_true(!failed.has_value());
-  if (!all_ok) {
-    return report_error(out, all_ok.error());
+  std::optional<int> failed = prepare(a, run, out, &p);
+  if (!failed && mpi.distributed() && mpi.rank() == sweep_test_fail_setup_rank()) {
+    failed = report_error(out, Error(ErrorCode::kInvalidArgument,
+                                     "setup failed by FSDP_TEST_SWEEP_FAIL_SETUP_RANK"));
+  }
+  // A rank that cannot read the model or hardware file must not leave the others waiting, and
+  // rank 0 says which rank failed and why (issue 16, class 5). Every rank sends its error line
+  // ("" when it is ready).
+  std::string mine_error = failed ? rank_err.str() : std::string();
+  while (!mine_error.empty() && mine_error.back() == '\n') {
+    mine_error.pop_back();
+  }
+  if (constexpr std::string_view kPrefix = "fsdpsim: error: "; mine_error.starts_with(kPrefix)) {
+    mine_error.erase(0, kPrefix.size());
+  }
+  auto setup = mpi.exchange(mine_error, "the sweep's setup", a.timeout_s);
+  if (!setup) {
+    return report_error(out, setup.error());
   }
   if (failed) {
-    return *failed;
+    return *failed;  // rank 0 printed its own error; the others stay quiet
   }
-  if (!*all_ok) {
-    return report_error(out, Error(ErrorCode::kUnavailable,
-                                   "another MPI rank could not set up the sweep"));
+  for (std::size_t r = 0; r < setup->size(); ++r) {
+    if (!(*setup)[r].empty()) {
+      return report_error(out, Error(ErrorCode::kUnavailable,
+                                     str_cat("MPI rank ", r, " could not set up the sweep: ",
+                                             (*setup)[r])));
+    }
   }
   auto enumerated = sweep::enumerate_sweep(p.space);
   if (!enumerated) {
@@ -336,6 +375,9 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
   nlohmann::json local_json = nlohmann::json::array();
   for (const sweep::SweepOutcome& o : local) {
     local_json.push_back(sweep::outcome_to_json(o));
+  }
+  if (Status s = mpi.arrive("the gather of the sweep's results", a.timeout_s); !s.ok()) {
+    return report_error(out, s.error());
   }
   auto gathered = mpi.gather_to_root(local_json.dump());
   if (!gathered) {

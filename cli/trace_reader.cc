@@ -82,6 +82,10 @@ Expected<const json*> field(const std::string& path, const json& event, std::siz
 
 }  // namespace
 
+namespace {
+Expected<Trace> trace_of(const std::string& path, const json& doc);
+}  // namespace
+
 Expected<Trace> read_trace(const std::string& path) {
   FSDP_TRY(std::string text, read_text_file(path));
   json doc;
@@ -96,6 +100,14 @@ Expected<Trace> read_trace(const std::string& path) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("'", path, "' is not valid JSON at line ", line, ", column ", column,
                          " (byte ", e.byte, "): ", what));
+  } catch (const json::exception& e) {
+    // Not a syntax error but a value nlohmann cannot hold (a number past double's range):
+    // the reason without the library's "[json.exception.out_of_range.406] " prefix.
+    std::string what = e.what();
+    if (const std::size_t close = what.find("] "); close != std::string::npos) {
+      what = what.substr(close + 2);
+    }
+    return Error(ErrorCode::kInvalidArgument, str_cat("'", path, "' is not valid JSON: ", what));
   }
   if (!doc.is_object() || !doc.contains("traceEvents")) {
     return format_error(path, "missing field 'traceEvents'");
@@ -103,6 +115,22 @@ Expected<Trace> read_trace(const std::string& path) {
   if (!doc["traceEvents"].is_array()) {
     return format_error(path, "field 'traceEvents' is not an array");
   }
+  try {
+    return trace_of(path, doc);
+  } catch (const json::exception& e) {
+    // A net under the field checks: the reason, never nlohmann's "[json.exception...]" text.
+    std::string what = e.what();
+    if (const std::size_t close = what.find("] "); close != std::string::npos) {
+      what = what.substr(close + 2);
+    }
+    return format_error(path, what);
+  }
+}
+
+namespace {
+
+// The events of a parsed trace `doc` (an object whose 'traceEvents' is an array).
+Expected<Trace> trace_of(const std::string& path, const json& doc) {
   Trace trace;
   trace.path = path;
   const json& events = doc["traceEvents"];
@@ -110,7 +138,9 @@ Expected<Trace> read_trace(const std::string& path) {
   for (std::size_t i = 0; i < events.size(); ++i) {
     const json& ev = events[i];
     FSDP_TRY(const json* ph, field(path, ev, i, "ph", &J::is_string, "a string"));
-    if (*ph == "M" && ev.value("name", "") == "process_name") {
+    const bool named_process = ev.contains("name") && ev["name"].is_string() &&
+                               ev["name"].get_ref<const std::string&>() == "process_name";
+    if (*ph == "M" && named_process) {
       FSDP_TRY(const json* pid, field(path, ev, i, "pid", &J::is_number_integer, "an integer"));
       if (ev.contains("args") && ev["args"].contains("ranks")) {
         FSDP_TRY(const json* ranks, field(path, ev, i, "args.ranks", &J::is_array, "an array"));
@@ -186,4 +216,5 @@ Expected<Trace> read_trace(const std::string& path) {
   return trace;
 }
 
+}  // namespace
 }  // namespace fsdp::cli

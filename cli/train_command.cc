@@ -182,6 +182,12 @@ int run_mpi(const TrainBackend& backend, const exec::TrainSpec& spec, bool check
     // A rank that never joins: its peers' watchdogs must end the job within the timeout.
     std::this_thread::sleep_for(std::chrono::duration<double>(10.0 * spec.timeout_s));
   }
+  // Every rank meets before the first collective, with the deadline, so a rank that never
+  // starts is named by the others (issue 16, class 5) rather than each healthy rank's watchdog
+  // naming only itself.
+  if (Status s = (*session)->arrive("the start of training", spec.timeout_s); !s.ok()) {
+    return report_error(io, s.error());
+  }
   const int status = train_one_rank(*setup, spec, (*session)->rank(), *env, check, trace, io);
   env->device.reset();  // its stream workers may still be inside a collective
   env->comms.reset();

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cli/command.h"
+#include "core/base/strings.h"
 
 namespace po = boost::program_options;
 
@@ -67,6 +68,17 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   FSDP_RETURN_IF_ERROR(take(parse_strategy(o.strategy), "--strategy", &spec.strategy));
   FSDP_RETURN_IF_ERROR(
       take(parse_shard_layout(o.shard_layout), "--shard-layout", &spec.shard_layout));
+  // TensorAtomic places whole tensors (docs/cli.md, "Command lines"): a row layout or block size
+  // given with it would be silently dropped.
+  if (spec.tensor_atomic && spec.shard_layout != ShardLayout::kPadded) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "--tensor-atomic places whole tensors and conflicts with --shard-layout unpadded");
+  }
+  if (spec.tensor_atomic && spec.block_size != 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--tensor-atomic places whole tensors and conflicts with --block ",
+                         spec.block_size, "; expected --block 1 or no --block"));
+  }
   PrefetchPolicy prefetch;
   FSDP_RETURN_IF_ERROR(take(parse_prefetch_policy(o.prefetch), "--prefetch", &prefetch));
   FSDP_RETURN_IF_ERROR(

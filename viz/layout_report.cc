@@ -115,10 +115,20 @@ std::string render_layout_table(const GlobalLayout& layout, const LayoutRequest&
     const RankStats& r = s.ranks[static_cast<std::size_t>(k)];
     std::int64_t bytes = 0;
     const bool ok = !__builtin_mul_overflow(r.elements, request.bytes_per_element, &bytes);
-    os << std::setw(6) << k << std::setw(16) << r.offset << std::setw(16) << r.elements
-       << std::setw(16) << r.data_elements << std::setw(12) << r.gap_elements << std::setw(12)
-       << r.pad_elements << std::setw(10) << r.num_tensors << std::setw(18)
-       << (ok ? std::to_string(bytes) : std::string("overflow")) << "\n";
+    // Each cell right-aligned in its column, and at least one space wide of the cell before,
+    // so numbers wider than their column never run together (issue 16, class 6).
+    const auto cell = [&os](const std::string& text, std::size_t width) {
+      os << std::string(width > text.size() ? width - text.size() : 1, ' ') << text;
+    };
+    cell(std::to_string(k), 6);
+    cell(std::to_string(r.offset), 16);
+    cell(std::to_string(r.elements), 16);
+    cell(std::to_string(r.data_elements), 16);
+    cell(std::to_string(r.gap_elements), 12);
+    cell(std::to_string(r.pad_elements), 12);
+    cell(std::to_string(r.num_tensors), 10);
+    cell(ok ? std::to_string(bytes) : std::string("overflow"), 18);
+    os << "\n";
   }
   return os.str();
 }

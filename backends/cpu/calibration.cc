@@ -41,12 +41,16 @@ double median(std::vector<double> v) {
 }
 
 // The ranks measure together: a barrier under MPI, nothing otherwise.
+// Every meeting has the --timeout deadline (MpiSession::arrive): a rank that stalls is named
+// and the job ends, instead of the others waiting forever (issue 16, class 5).
 class Group {
  public:
-  explicit Group(const MpiSession* session) : mpi_(session != nullptr && session->size() > 1) {}
+  Group(const MpiSession* session, double timeout_s)
+      : mpi_(session != nullptr && session->size() > 1), session_(session), timeout_s_(timeout_s) {}
   bool mpi() const { return mpi_; }
   void barrier() const {
     if (mpi_) {
+      meet();
       MPI_Barrier(MPI_COMM_WORLD);
     }
   }
@@ -63,11 +67,16 @@ class Group {
     if (!mpi_) {
       return v;
     }
+    meet();
     double out = v;
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
     return out;
   }
+  // arrive() either returns ok or ends the job; an invalid timeout was refused before.
+  void meet() const { (void)session_->arrive("a calibration round", timeout_s_); }
   bool mpi_;
+  const MpiSession* session_;
+  double timeout_s_;
 };
 
 // The median over `repeats` rounds of fn()'s seconds, rounds lined up across ranks.
@@ -378,7 +387,7 @@ Expected<Hardware> calibrate_cpu(const CpuCalibrationOptions& options, const Mpi
                  str_cat("mpirun started ", session->size(), " ranks; the mesh ",
                          options.spec.mesh, " has ", world));
   }
-  const Group group(session);
+  const Group group(session, options.spec.timeout_s);
   const CalibrationLog say = [&](const std::string& line) {
     if (log && rank == 0) {
       log(line);

@@ -110,8 +110,10 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
         }
       };
       // Backend: tasks on the all-gather stream of a CpuDevice, as the executor issues them.
+      // Each block starts at a barrier with the --timeout deadline (MpiSession::arrive), so a
+      // rank that stalls is named instead of hanging the others (issue 16, class 5).
       auto backend_block = [&](std::int64_t calls) -> Expected<double> {
-        MPI_Barrier(MPI_COMM_WORLD);
+        FSDP_RETURN_IF_ERROR(session.arrive("a backend block of commbench", options.timeout_s));
         const double t0 = now_s();
         for (std::int64_t i = 0; i < calls; ++i) {
           device.submit(StreamKind::kAllGather, {}, backend_call);
@@ -119,8 +121,8 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
         FSDP_RETURN_IF_ERROR(device.synchronize());
         return slowest(now_s() - t0);
       };
-      auto plain_block = [&](std::int64_t calls) {
-        MPI_Barrier(MPI_COMM_WORLD);
+      auto plain_block = [&](std::int64_t calls) -> Expected<double> {
+        FSDP_RETURN_IF_ERROR(session.arrive("a plain MPI block of commbench", options.timeout_s));
         const double t0 = now_s();
         for (std::int64_t i = 0; i < calls; ++i) {
           plain_call();
@@ -129,17 +131,20 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
       };
       FSDP_TRY(double warm, backend_block(1));
       (void)warm;
-      plain_block(1);
+      FSDP_TRY(double plain_warm, plain_block(1));
+      (void)plain_warm;
       std::vector<double> backend;
       std::vector<double> plain_times;
       for (std::int64_t r = 0; r < options.repeats; ++r) {
         if (r % 2 == 1) {
-          plain_times.push_back(plain_block(options.iters));
+          FSDP_TRY(double p, plain_block(options.iters));
+          plain_times.push_back(p);
         }
         FSDP_TRY(double b, backend_block(options.iters));
         backend.push_back(b);
         if (r % 2 == 0) {
-          plain_times.push_back(plain_block(options.iters));
+          FSDP_TRY(double p, plain_block(options.iters));
+          plain_times.push_back(p);
         }
       }
       // Both sides computed the same thing from all-ones inputs: the gather is all ones, the

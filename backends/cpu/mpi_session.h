@@ -48,6 +48,18 @@ class MpiSession {
   // Collective: every rank passes a flag; all get the logical AND. One process: `value`.
   Expected<bool> all_true(bool value) const;
 
+  // Collective with a deadline (issue 16, class 5): every rank passes a few bytes and gets every
+  // rank's bytes, indexed by rank; `what` names the meeting point ("the sweep's setup"). It is
+  // point-to-point messages on the session's own communicator, polled, so a rank that does not
+  // arrive within timeout_s is known by number: the job then ends (MPI_Abort, exit 1) with
+  // "fsdpsim: error: rank(s) R did not reach <what> within T s", printed once, by the lowest
+  // rank that did arrive. One process: {local}. Test-only fault injection: the rank named by the
+  // environment variable FSDP_TEST_STALL_RANK never arrives (it sleeps past every timeout).
+  Expected<std::vector<std::string>> exchange(std::string_view local, std::string_view what,
+                                              double timeout_s) const;
+  // exchange with no bytes: a barrier with a deadline that names the ranks that did not arrive.
+  Status arrive(std::string_view what, double timeout_s) const;
+
  private:
   MpiSession() = default;
   ~MpiSession();  // MPI_Finalize, when this session initialised MPI
