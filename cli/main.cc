@@ -5,7 +5,9 @@
 
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli/command.h"
@@ -65,8 +67,16 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // No library exception reaches the user bare (issue 16): memory and thread exhaustion get a
+  // sentence of their own.
   try {
     return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "fsdpsim: error: out of memory (the run needs more than this process may "
+                 "allocate; try a smaller mesh, model or microbatch count)\n";
+  } catch (const std::system_error& e) {
+    std::cerr << "fsdpsim: error: the system refused a resource: " << e.what() << " ("
+              << e.code().message() << ")\n";
   } catch (const std::exception& e) {
     std::cerr << "fsdpsim: error: " << e.what() << "\n";
   } catch (...) {

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "backends/exec/trainer.h"
 #include "tests/regressions/run_fsdpsim.h"
 
 namespace fsdp::regressions {
@@ -87,6 +89,60 @@ TEST(NumbersRegression, HardwareRateOfOneIsAnErrorNotAnAbort) {
         run_fsdpsim({"simulate", "--hardware", hardware_file_with(field, 1)}, no_as_limit()), 1,
         kBeyondRange);
   }
+}
+
+TEST(NumbersRegression, SweepNodesThatWrapTheRankCountAreAnError) {
+  // Was: "-8 ranks" and exit 0.
+  const ProcessResult r =
+      run_fsdpsim({"sweep", "--nodes", "9223372036854775807"}, no_as_limit());
+  expect_one_line_error(r, 1, "9223372036854775807");
+  EXPECT_NE(r.err.find("2^30 ranks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("-8"), std::string::npos) << r.err;
+}
+
+TEST(NumbersRegression, TrainTimeoutPastTheWatchdogRangeIsAnError) {
+  // Was: 9e15 s overflowed the watchdog's nanoseconds and fired at once.
+  expect_one_line_error(run_fsdpsim({"train", "--timeout", "9e15"}, no_as_limit()), 1,
+                        "timeout is 9e+15 s");
+}
+
+TEST(NumbersRegression, CommbenchZeroOrNanTimeoutIsAnError) {
+  for (const char* t : {"0", "nan", "-1", "1e300"}) {
+    SCOPED_TRACE(t);
+    expect_one_line_error(run_fsdpsim({"commbench", "--timeout", t}, no_as_limit()), 1,
+                          "timeout is");
+  }
+}
+
+TEST(NumbersRegression, CommbenchItersPastTheLimitIsAnError) {
+  expect_one_line_error(
+      run_fsdpsim({"commbench", "--iters", "9223372036854775807"}, no_as_limit()), 1,
+      "iters is 9223372036854775807");
+}
+
+TEST(NumbersRegression, NonFiniteOrHugeHyperParametersAreRejected) {
+  // Was: NaN weights with exit 0.
+  expect_one_line_error(run_fsdpsim({"train", "--lr", "nan"}, no_as_limit()), 1,
+                        "learning rate is nan");
+  expect_one_line_error(run_fsdpsim({"train", "--lr", "inf"}, no_as_limit()), 1,
+                        "learning rate is inf");
+  expect_one_line_error(run_fsdpsim({"train", "--grad-scale", "1e308"}, no_as_limit()), 1,
+                        "grad scale is 1e+308");
+}
+
+TEST(NumbersRegression, CheckFailsOnNonFiniteValues) {
+  // Was: NaN weights on both sides compared as an error of 0, so --check said "ok".
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{nan}, std::vector<double>{nan}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{1.0, nan}, std::vector<double>{1.0, 1.0}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{1.0},
+                                     std::vector<double>{std::numeric_limits<double>::infinity()}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{2.0}, std::vector<double>{2.0}), 0.0);
+  backend::ParamValues a = {{{1.0F, std::numeric_limits<float>::quiet_NaN()}}};
+  EXPECT_EQ(exec::max_relative_error(a, a), std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
