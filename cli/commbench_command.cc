@@ -87,6 +87,9 @@ int run_commbench_command(std::span<const std::string> args, Io& io) {
   if (!sizes) {
     return report_error(io, sizes.error());
   }
+  if (Status s = cpu::check_bench_counts(options); !s.ok()) {
+    return report_error(io, s.error().with_context("commbench"));
+  }
   if (!cpu::launched_by_mpi()) {
     return report_error(io, Error(ErrorCode::kFailedPrecondition,
                                   "commbench needs mpirun (e.g. mpirun -np 4 fsdpsim commbench)"));

@@ -15,6 +15,8 @@
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
+#include "core/model/hub_config.h"
+#include "core/model/json_fields.h"
 #include "core/model/param_groups.h"
 #include "viz/layout_ascii.h"
 #include "viz/layout_report.h"
@@ -121,6 +123,12 @@ Expected<NamedShapes> shapes_from_json_file(const std::string& path) {
   }
   NamedShapes out;
   const auto& tensors = j["tensors"];
+  // The same bound as a hub config's tensors: a 3x10^7-tensor file once grew until killed.
+  if (tensors.size() > static_cast<std::size_t>(kMaxHubTensors)) {
+    return Error(ErrorCode::kOutOfRange,
+                 str_cat(path, ": field 'tensors' has ", tensors.size(),
+                         " entries; expected at most ", kMaxHubTensors));
+  }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     const std::string where = str_cat(path, ": tensors[", i, "]");
@@ -149,7 +157,7 @@ Expected<NamedShapes> shapes_from_json_file(const std::string& path) {
       const auto& v = t["shape"][d];
       if (!v.is_number_integer()) {
         return Error(ErrorCode::kInvalidArgument,
-                     str_cat(where, " ('", name, "') shape[", d, "] is ", v.dump(),
+                     str_cat(where, " ('", name, "') shape[", d, "] is ", describe_json(v),
                              "; expected an integer >= 0"));
       }
       if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {

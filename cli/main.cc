@@ -8,8 +8,10 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <streambuf>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli/command.h"
@@ -196,8 +198,17 @@ int main(int argc, char** argv) {
     std::cout.setf(std::ios::unitbuf);  // a terminal sees each line as it is printed
   }
   int code = fsdp::cli::kExitInvalidInput;
+  // No library exception reaches the user bare (issue 16): memory and thread exhaustion get a
+  // sentence of their own.
   try {
     code = run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "fsdpsim: error: out of memory (the run needs more than this process may "
+                 "allocate; try a smaller mesh, model or microbatch count)\n";
+  } catch (const std::system_error& e) {
+    const std::string what = e.what();
+    std::cerr << "fsdpsim: error: the system refused a resource: "
+              << fsdp::printable_text(what, what.size()) << " (" << e.code().message() << ")\n";
   } catch (const std::exception& e) {
     const std::string what = e.what();
     std::cerr << "fsdpsim: error: " << fsdp::printable_text(what, what.size()) << "\n";

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "cli/resource_estimate.h"
 #include "core/base/strings.h"
 #include "core/hardware/hardware_json.h"
 #include "core/hardware/hardware_presets.h"
@@ -166,6 +167,8 @@ Expected<PlannedRun> plan_run(const RunOptions& options) {
   FSDP_TRY(const ConfigOptions config_options, parse_config_options(options));
   FSDP_TRY(FsdpConfig config, assemble_config(config_options));
   FSDP_TRY(Workload workload, make_workload(options));
+  FSDP_RETURN_IF_ERROR(check_memory_estimate(config.mesh().size(), model.num_units(),
+                                             config.num_microbatches()));
   return PlannedRun{std::move(model), std::move(config), workload};
 }
 

@@ -15,9 +15,11 @@
 
 #include "backends/cpu/mpi_session.h"
 #include "cli/command.h"
+#include "cli/resource_estimate.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "cli/sweep_format.h"
+#include "core/base/checked_math.h"
 #include "core/base/strings.h"
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
@@ -180,12 +182,19 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   if (!hardware) {
     return report_error(io, hardware.error().with_context("--hardware"));
   }
-  p->space.ranks = a.ranks > 0 ? a.ranks : a.nodes * hardware->devices_per_node();
-  if (p->space.ranks > (std::int64_t{1} << 30)) {
-    return report_error(io, Error(ErrorCode::kInvalidArgument,
-                                  str_cat("the sweep has ", p->space.ranks,
-                                          " ranks; expected at most 2^30")));
+  // nodes x devices per node in checked arithmetic: --nodes 2^63-1 once wrapped to "-8 ranks".
+  std::int64_t ranks = a.ranks;
+  if (a.ranks == 0 && !checked_mul(a.nodes, hardware->devices_per_node(), &ranks)) {
+    ranks = INT64_MAX;
   }
+  if (ranks > (std::int64_t{1} << 30)) {
+    return report_error(
+        io, Error(ErrorCode::kInvalidArgument,
+                  a.ranks > 0 ? str_cat("the sweep has ", ranks, " ranks; expected at most 2^30")
+                              : str_cat("--nodes ", a.nodes, " x ", hardware->devices_per_node(),
+                                        " devices per node is more than 2^30 ranks")));
+  }
+  p->space.ranks = ranks;
   auto strategies = parse_list<Strategy>("strategies", a.strategies, parse_strategy);
   auto layouts = parse_list<ShardLayout>("layouts", a.layouts, parse_shard_layout);
   auto microbatches = parse_list<std::int64_t>("microbatches", a.microbatches,
@@ -244,6 +253,17 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   auto model = load_model_argument(run.model);
   if (!model) {
     return report_error(io, model.error().with_context("--model"));
+  }
+  // Every thread simulates one point at a time: refuse before building any of them.
+  const std::int64_t largest_mb =
+      p->space.microbatches.empty() ? 1
+                                    : *std::max_element(p->space.microbatches.begin(),
+                                                        p->space.microbatches.end());
+  const std::int64_t threads =
+      a.jobs > 0 ? a.jobs : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+  if (Status s = check_memory_estimate(p->space.ranks, model->num_units(), largest_mb, threads);
+      !s.ok()) {
+    return report_error(io, s.error());
   }
   p->base = sweep::SweepBase{std::move(*model), *hardware, std::move(*config), *workload,
                              sim::SimOptions{}};

@@ -11,6 +11,8 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <new>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -142,8 +144,14 @@ std::vector<SweepOutcome> run_sweep_points(
   auto worker = [&] {
     for (std::int64_t i = next++; i < total; i = next++) {
       const auto slot = static_cast<std::size_t>(i);
-      outcomes[slot] =
-          run_sweep_point(base, points[static_cast<std::size_t>(which[slot])]);
+      // No exception may leave a thread (it would std::terminate): a point that runs out of
+      // memory is that point's error (issue 16).
+      try {
+        outcomes[slot] = run_sweep_point(base, points[static_cast<std::size_t>(which[slot])]);
+      } catch (const std::bad_alloc&) {
+        outcomes[slot].index = points[static_cast<std::size_t>(which[slot])].index;
+        outcomes[slot].error = "out of memory while simulating this configuration";
+      }
       if (++done == total) {
         const std::lock_guard<std::mutex> lock(mutex);
         finished.notify_all();
@@ -155,7 +163,14 @@ std::vector<SweepOutcome> run_sweep_points(
   std::vector<std::thread> pool;
   pool.reserve(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back(worker);
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // fewer threads than asked; the ones started (or this one) share the points
+    }
+  }
+  if (pool.empty()) {
+    worker();
   }
   {
     std::unique_lock<std::mutex> lock(mutex);

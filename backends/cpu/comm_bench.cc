@@ -10,14 +10,35 @@
 #include <chrono>
 #include <climits>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/internal/mpi_error.h"
 #include "backends/cpu/mpi_comm.h"
+#include "core/base/limits.h"
 #include "core/base/strings.h"
 
 namespace fsdp::cpu {
+
+Status check_bench_counts(const CommBenchOptions& options) {
+  for (const auto& [name, value, limit] :
+       {std::tuple<const char*, std::int64_t, std::int64_t>{"iters", options.iters,
+                                                            kMaxBenchIters},
+        {"repeats", options.repeats, kMaxBenchRepeats}}) {
+    if (value < 1 || value > limit) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(name, " is ", value, "; expected a value in [1, ", limit, "]"));
+    }
+  }
+  if (!(options.timeout_s > 0.0 && options.timeout_s <= kMaxTimeoutSeconds)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("timeout is ", options.timeout_s, " s; expected a value in (0, ",
+                         kMaxTimeoutSeconds, "]"));
+  }
+  return ok_status();
+}
+
 namespace {
 
 double slowest(double seconds) {
@@ -38,13 +59,7 @@ double median(std::vector<double> v) {
 }
 
 Status check_options(const MpiSession& session, const CommBenchOptions& options) {
-  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"iters", options.iters},
-                                    {"repeats", options.repeats}}) {
-    if (value < 1) {
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat(name, " is ", value, "; expected >= 1"));
-    }
-  }
+  FSDP_RETURN_IF_ERROR(check_bench_counts(options));
   const std::int64_t n = session.size();
   for (std::int64_t bytes : options.total_bytes) {
     if (bytes < 4 * n) {

@@ -31,11 +31,21 @@ struct CommBenchRow {
   double plain_busbw_gbps = 0.0;
 };
 
+// The most calls per block and blocks per side: past them a run cannot end in a useful time
+// (issue 16: --iters 2^63-1 ran until killed).
+inline constexpr std::int64_t kMaxBenchIters = 1'000'000;
+inline constexpr std::int64_t kMaxBenchRepeats = 10'000;
+
+// The options that need no MPI: iters in [1, kMaxBenchIters], repeats in [1, kMaxBenchRepeats],
+// a timeout in (0, kMaxTimeoutSeconds] (core/base/limits.h; 0 and NaN were accepted). Error
+// (kInvalidArgument) names the option and the value.
+Status check_bench_counts(const CommBenchOptions& options);
+
 // Collective: every rank calls it with the same options. Per size and kind, `repeats` rounds each
 // time one block of `iters` backend calls and one of `iters` plain calls (one warm-up call of each
 // first), alternating which goes first so neither side always follows the other, and keeps each
 // side's median block. Errors: sizes below 4 bytes per rank, a per-rank count past MPI's int,
-// iters or repeats < 1 (kInvalidArgument); no mpirun (kFailedPrecondition); MPI failures.
+// check_bench_counts' (kInvalidArgument); no mpirun (kFailedPrecondition); MPI failures.
 Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
                                                       const CommBenchOptions& options);
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -40,9 +42,33 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   if (spec.steps < 1) {
     return Error(ErrorCode::kInvalidArgument, str_cat("steps is ", spec.steps, "; expected >= 1"));
   }
-  if (!(spec.timeout_s > 0.0)) {
+  if (!(spec.timeout_s > 0.0 && spec.timeout_s <= kMaxTimeoutSeconds)) {
     return Error(ErrorCode::kInvalidArgument,
-                 str_cat("timeout is ", spec.timeout_s, " s; expected > 0"));
+                 str_cat("timeout is ", spec.timeout_s, " s; expected a value in (0, ",
+                         kMaxTimeoutSeconds, "]"));
+  }
+  // Non-finite or huge hyper-parameters train NaNs (issue 16); the ranges keep every update
+  // finite in fp32 for finite gradients of the decoder.
+  const auto out_of_range = [](std::string_view name, double v, double lo, double hi) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(name, " is ", v, "; expected a finite value in (", lo, ", ", hi, "]"));
+  };
+  if (!(spec.hyper.lr > 0.0 && spec.hyper.lr <= kMaxLearningRate)) {
+    return out_of_range("learning rate", spec.hyper.lr, 0.0, kMaxLearningRate);
+  }
+  if (!(spec.grad_scale > 0.0 && spec.grad_scale <= kMaxGradScale)) {
+    return out_of_range("grad scale", spec.grad_scale, 0.0, kMaxGradScale);
+  }
+  for (const auto& [name, v] : {std::pair<std::string_view, double>{"momentum", spec.hyper.momentum},
+                                {"beta1", spec.hyper.beta1},
+                                {"beta2", spec.hyper.beta2}}) {
+    if (!(v >= 0.0 && v < 1.0)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(name, " is ", v, "; expected a value in [0, 1)"));
+    }
+  }
+  if (!(spec.hyper.eps > 0.0 && std::isfinite(spec.hyper.eps))) {
+    return out_of_range("eps", spec.hyper.eps, 0.0, 1.0);
   }
   FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
@@ -104,18 +130,29 @@ std::vector<Expected<RankResult>> run_rank_threads(
       results[i] = Error(ErrorCode::kUnavailable, str_cat("rank ", r, " was not started"));
       continue;
     }
-    threads.emplace_back([&, r, i] {
-      Expected<RankEnv> env = make_env(r);
-      if (!env) {
-        results[i] = env.error().with_context(str_cat("rank ", r));
-        return;
-      }
-      std::function<void(std::int64_t, double)> hook;
-      if (r == 0) {
-        hook = on_step;
-      }
-      results[i] = train_rank(setup, spec, r, *env->device, *env->comms, hook);
-    });
+    // A thread that cannot start is that rank's error; the started ones are still joined (a
+    // joinable std::thread destroyed by an exception would std::terminate, issue 16).
+    try {
+      threads.emplace_back([&, r, i] {
+        Expected<RankEnv> env = make_env(r);
+        if (!env) {
+          results[i] = env.error().with_context(str_cat("rank ", r));
+          return;
+        }
+        std::function<void(std::int64_t, double)> hook;
+        if (r == 0) {
+          hook = on_step;
+        }
+        try {
+          results[i] = train_rank(setup, spec, r, *env->device, *env->comms, hook);
+        } catch (const std::bad_alloc&) {
+          results[i] = Error(ErrorCode::kUnavailable, str_cat("rank ", r, ": out of memory"));
+        }
+      });
+    } catch (const std::system_error& e) {
+      results[i] = Error(ErrorCode::kUnavailable,
+                         str_cat("rank ", r, ": cannot start its thread: ", e.what()));
+    }
   }
   for (std::thread& t : threads) {
     t.join();
@@ -145,6 +182,11 @@ double max_relative_error(const std::vector<double>& a, const std::vector<double
   double diff = 0.0;
   double scale = 1e-30;
   for (std::size_t i = 0; i < a.size(); ++i) {
+    // A non-finite value on either side is never a match: std::max drops NaN, so NaN weights on
+    // both sides once reported an error of 0 ("ok", issue 16).
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      return INFINITY;
+    }
     diff = std::max(diff, std::abs(a[i] - b[i]));
     scale = std::max(scale, std::abs(b[i]));
   }

@@ -18,6 +18,7 @@
 #include "backends/exec/executor.h"
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
+#include "core/base/limits.h"
 #include "core/mesh/strategy.h"
 #include "core/mesh/device_mesh.h"
 #include "core/model/model.h"
@@ -46,6 +47,11 @@ struct TrainSpec {
   double timeout_s = 60.0;  // per collective
 };
 
+// The ranges prepare_training accepts besides kMaxTimeoutSeconds (core/base/limits.h, issue 16):
+// a learning rate or gradient scale beyond these trains infinities.
+inline constexpr double kMaxLearningRate = 1e3;
+inline constexpr double kMaxGradScale = 1e6;
+
 // Everything derived from a TrainSpec that every rank shares.
 struct TrainSetup {
   Model model;
@@ -59,7 +65,9 @@ struct TrainSetup {
 // policies' (e.g. fp8 main params).
 Expected<ConfigOptions> config_options_of(const TrainSpec& spec);
 
-// Errors (one line each): steps < 1 or timeout <= 0; the decoder config; config_options_of's;
+// Errors (one line each): steps < 1; a timeout outside (0, kMaxTimeoutSeconds]; a learning rate
+// or grad scale not in (0, kMaxLearningRate] / (0, kMaxGradScale], momentum or betas outside
+// [0, 1), eps not positive and finite; the decoder config; config_options_of's;
 // assemble_config's (the strategy on the mesh, the FsdpConfig checks); the schedule (a layout
 // that rejects a shape stops here, before anything is allocated).
 Expected<TrainSetup> prepare_training(const TrainSpec& spec);
@@ -107,6 +115,7 @@ std::vector<Expected<RankResult>> run_rank_threads(
 Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes);
 
 // max |a - b| / max(max |b|, tiny) over everything: losses, and every parameter of every unit.
+// Infinity when the sizes differ or any value on either side is not finite.
 double max_relative_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_relative_error(const backend::ParamValues& a, const backend::ParamValues& b);
 

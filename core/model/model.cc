@@ -72,6 +72,31 @@ Expected<Model> Model::make(std::string name, std::vector<Unit> units) {
   }
   unit_index.clear();
   param_owner.clear();
+  // Depths (parents come first) and the children index, both linear.
+  const std::size_t n = units.size();
+  std::vector<std::int32_t> depth(n, 1);
+  m.child_begin_.assign(n + 2, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t parent = units[i].parent();
+    if (parent != Unit::kNoParent) {
+      depth[i] = depth[static_cast<std::size_t>(parent)] + 1;
+      if (depth[i] > kMaxUnitDepth) {
+        return fail(ErrorCode::kInvalidArgument,
+                    str_cat("unit '", units[i].name(), "' is nested ", depth[i],
+                            " levels deep; expected at most ", kMaxUnitDepth));
+      }
+    }
+    ++m.child_begin_[static_cast<std::size_t>(parent + 2)];
+  }
+  for (std::size_t k = 1; k < m.child_begin_.size(); ++k) {
+    m.child_begin_[k] += m.child_begin_[k - 1];
+  }
+  m.child_list_.resize(n);
+  std::vector<std::int32_t> fill(m.child_begin_.begin(), m.child_begin_.end() - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    m.child_list_[static_cast<std::size_t>(fill[static_cast<std::size_t>(units[i].parent() + 1)]++)] =
+        static_cast<std::int32_t>(i);
+  }
   m.name_ = std::move(name);
   m.units_ = std::move(units);
   return m;
@@ -86,14 +111,14 @@ std::int64_t Model::find_unit(std::string_view name) const {
   return -1;
 }
 
-std::vector<std::int32_t> Model::children(std::int32_t unit) const {
-  std::vector<std::int32_t> out;
-  for (std::size_t i = 0; i < units_.size(); ++i) {
-    if (units_[i].parent() == unit) {
-      out.push_back(static_cast<std::int32_t>(i));
-    }
+std::span<const std::int32_t> Model::children(std::int32_t unit) const {
+  if (unit < Unit::kNoParent || unit >= num_units()) {
+    return {};
   }
-  return out;
+  const std::size_t k = static_cast<std::size_t>(unit + 1);
+  return std::span<const std::int32_t>(child_list_)
+      .subspan(static_cast<std::size_t>(child_begin_[k]),
+               static_cast<std::size_t>(child_begin_[k + 1] - child_begin_[k]));
 }
 
 Expected<std::int64_t> Model::forward_flops_per_token(std::int64_t seq_len) const {

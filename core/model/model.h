@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,16 @@
 
 namespace fsdp {
 
+// The deepest unit a model may have (root-level units have depth 1). Traversals of the tree
+// recurse once per level, so the limit bounds their stack (issue 16: a 12,000-deep parent chain
+// overflowed it); real models nest a few levels.
+inline constexpr std::int64_t kMaxUnitDepth = 1000;
+
 class Model {
  public:
   // Errors (kInvalidArgument unless noted): bad name; no units; two units with one name; a parent
-  // that is not an earlier unit; one parameter name in two units; totals beyond int64
-  // (kOutOfRange). Each message names the model and the unit.
+  // that is not an earlier unit; a unit deeper than kMaxUnitDepth; one parameter name in two
+  // units; totals beyond int64 (kOutOfRange). Each message names the model and the unit.
   static Expected<Model> make(std::string name, std::vector<Unit> units);
 
   const std::string& name() const { return name_; }
@@ -26,7 +32,8 @@ class Model {
   // Index of the unit with this name, or -1.
   std::int64_t find_unit(std::string_view name) const;
   // Indices of the units whose parent is `unit` (kNoParent: the root-level units), in order.
-  std::vector<std::int32_t> children(std::int32_t unit) const;
+  // O(number of children): an index built by make.
+  std::span<const std::int32_t> children(std::int32_t unit) const;
 
   // Totals over all units.
   std::int64_t num_parameters() const { return num_parameters_; }
@@ -47,6 +54,10 @@ class Model {
   Model() = default;
   std::string name_;
   std::vector<Unit> units_;
+  // Children of unit u at child_list_[child_begin_[u + 1], child_begin_[u + 2]); the root-level
+  // units at [child_begin_[0], child_begin_[1]).
+  std::vector<std::int32_t> child_begin_;
+  std::vector<std::int32_t> child_list_;
   std::int64_t num_parameters_ = 0;
   std::int64_t num_trainable_parameters_ = 0;
   std::int64_t param_bytes_ = 0;

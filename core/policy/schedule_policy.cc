@@ -96,22 +96,20 @@ Expected<PrefetchPolicy> parse_prefetch_policy(std::string_view text) {
                          "integer prefetch size"));
 }
 
-Expected<std::vector<std::int64_t>> prefetch_targets(const PrefetchPolicy& policy,
-                                                     std::span<const std::int64_t> unit_elements,
-                                                     std::int64_t position) {
-  const auto size = static_cast<std::int64_t>(unit_elements.size());
-  if (position < 0 || position >= size) {
-    return Error(ErrorCode::kOutOfRange, str_cat("prefetch position ", position,
-                                                 " is outside an order of ", size,
-                                                 " units: expected [0, ", size, ")"));
-  }
-  for (std::int64_t i = 0; i < size; ++i) {
-    if (unit_elements[static_cast<std::size_t>(i)] < 0) {
-      return invalid(str_cat("unit at order position ", i, " has ",
-                             unit_elements[static_cast<std::size_t>(i)],
+Status check_prefetch_elements(std::span<const std::int64_t> unit_elements) {
+  for (std::size_t i = 0; i < unit_elements.size(); ++i) {
+    if (unit_elements[i] < 0) {
+      return invalid(str_cat("unit at order position ", i, " has ", unit_elements[i],
                              " elements; expected >= 0"));
     }
   }
+  return ok_status();
+}
+
+std::vector<std::int64_t> prefetch_targets_of_checked(const PrefetchPolicy& policy,
+                                                      std::span<const std::int64_t> unit_elements,
+                                                      std::int64_t position) {
+  const auto size = static_cast<std::int64_t>(unit_elements.size());
   std::vector<std::int64_t> targets;
   switch (policy.mode()) {
     case PrefetchMode::kNone:
@@ -133,6 +131,19 @@ Expected<std::vector<std::int64_t>> prefetch_targets(const PrefetchPolicy& polic
     }
   }
   return targets;
+}
+
+Expected<std::vector<std::int64_t>> prefetch_targets(const PrefetchPolicy& policy,
+                                                     std::span<const std::int64_t> unit_elements,
+                                                     std::int64_t position) {
+  const auto size = static_cast<std::int64_t>(unit_elements.size());
+  if (position < 0 || position >= size) {
+    return Error(ErrorCode::kOutOfRange, str_cat("prefetch position ", position,
+                                                 " is outside an order of ", size,
+                                                 " units: expected [0, ", size, ")"));
+  }
+  FSDP_RETURN_IF_ERROR(check_prefetch_elements(unit_elements));
+  return prefetch_targets_of_checked(policy, unit_elements, position);
 }
 
 Expected<SchedulePolicy> SchedulePolicy::make(PrefetchPolicy forward, PrefetchPolicy backward,

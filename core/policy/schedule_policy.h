@@ -67,6 +67,15 @@ Expected<std::vector<std::int64_t>> prefetch_targets(const PrefetchPolicy& polic
                                                      std::span<const std::int64_t> unit_elements,
                                                      std::int64_t position);
 
+// The two halves of prefetch_targets, for a caller that asks for every position of one order
+// (the schedule builder): check the counts once, O(units), then each call costs only its
+// targets (issue 16: a check per call made 10^5 units quadratic). The second requires counts
+// that passed the first and a position in [0, size).
+Status check_prefetch_elements(std::span<const std::int64_t> unit_elements);
+std::vector<std::int64_t> prefetch_targets_of_checked(const PrefetchPolicy& policy,
+                                                      std::span<const std::int64_t> unit_elements,
+                                                      std::int64_t position);
+
 class SchedulePolicy {
  public:
   // Reference defaults: next(1) both ways, no cap on in-flight all-gathers, separate all-gather

@@ -127,6 +127,9 @@ class ProgramBuilder {
 
   Expected<RankProgram> build() {
     program_.representative_rank = rank_;
+    // Once per program; unshard then reads each position's targets only.
+    FSDP_RETURN_IF_ERROR(check_prefetch_elements(forward_elements_));
+    FSDP_RETURN_IF_ERROR(check_prefetch_elements(backward_elements_));
     FSDP_RETURN_IF_ERROR(add_resident());
     tokens_ = workload_.seq_len * workload_.micro_batch_size;
     const std::int64_t n_mb = config_.num_microbatches();
@@ -140,7 +143,7 @@ class ProgramBuilder {
       phase_ = Phase::kBackward;
       // Every unit is a backward-prefetch candidate again in each microbatch's backward.
       std::fill(done_backward_.begin(), done_backward_.end(), false);
-      std::vector<std::int32_t> roots = model_.children(Unit::kNoParent);
+      const std::span<const std::int32_t> roots = model_.children(Unit::kNoParent);
       for (auto it = roots.rbegin(); it != roots.rend(); ++it) {
         FSDP_RETURN_IF_ERROR(backward_unit(*it));
       }
@@ -482,7 +485,10 @@ class ProgramBuilder {
     const std::vector<std::int32_t>& order = forward ? forward_order_ : backward_order_;
     const std::vector<std::int64_t>& elements = forward ? forward_elements_ : backward_elements_;
     const std::int64_t pos = forward ? forward_position_[uidx] : backward_position_[uidx];
-    FSDP_TRY(std::vector<std::int64_t> targets, prefetch_targets(policy, elements, pos));
+    if (pos < 0 || pos >= static_cast<std::int64_t>(elements.size())) {
+      return prefetch_targets(policy, elements, pos).error();  // names the position
+    }
+    const std::vector<std::int64_t> targets = prefetch_targets_of_checked(policy, elements, pos);
     const std::int64_t cap = config_.schedule().max_inflight_all_gathers();
     for (std::int64_t t : targets) {
       const std::int32_t v = order[static_cast<std::size_t>(t)];
@@ -568,7 +574,7 @@ class ProgramBuilder {
       sync(StreamKind::kCompute, rs_);  // root pre_backward: RS after earlier compute
     }
     FSDP_RETURN_IF_ERROR(unshard(u, /*forward=*/false));
-    std::vector<std::int32_t> children = model_.children(u);
+    const std::span<const std::int32_t> children = model_.children(u);
     for (auto it = children.rbegin(); it != children.rend(); ++it) {
       FSDP_RETURN_IF_ERROR(backward_unit(*it));
     }
@@ -904,7 +910,7 @@ void forward_visit(const Model& model, std::int32_t u, std::vector<std::int32_t>
 // §4.1.3 backward_order: a unit, then its children in reverse order.
 void backward_visit(const Model& model, std::int32_t u, std::vector<std::int32_t>* out) {
   out->push_back(u);
-  std::vector<std::int32_t> children = model.children(u);
+  const std::span<const std::int32_t> children = model.children(u);
   for (auto it = children.rbegin(); it != children.rend(); ++it) {
     backward_visit(model, *it, out);
   }
@@ -1036,7 +1042,7 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   // The forward order is the DFS the hooks fire in, not the vector order: Model::make only
   // requires parents before children, so a vector order need not be a pre-order.
   std::vector<std::int32_t> forward_order;
-  std::vector<std::int32_t> roots = model.children(Unit::kNoParent);
+  const std::span<const std::int32_t> roots = model.children(Unit::kNoParent);
   for (std::int32_t r : roots) {
     forward_visit(model, r, &forward_order);
   }

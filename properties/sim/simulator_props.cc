@@ -170,13 +170,13 @@ RC_GTEST_PROP(SimulatorProps, WithoutOverlapAOneClassStepIsTheSumOfOpTimes, ()) 
   std::int64_t sum = 0;
   for (const Op& op : c.schedule.programs()[0].ops) {
     if (is_compute(op.kind)) {
-      sum += sim::compute_cost(op, hw, o.cost).ps();
+      sum += sim::compute_cost(op, hw, o.cost)->ps();
     } else if (is_collective(op.kind)) {
       const auto& members =
           c.schedule.collectives()[static_cast<std::size_t>(op.collective)].member_elements;
       sum += sim::uneven_collective_cost(op.kind, op.elements, members, op.dtype,
                                          links[static_cast<std::size_t>(op.axis)], o.cost)
-                 .duration.ps();
+                 ->duration.ps();
     }
   }
   RC_ASSERT(r->step_time.ps() == sum);

@@ -11,6 +11,26 @@
 #include "core/base/strings.h"
 
 namespace fsdp::sim::internal {
+namespace {
+
+// "op 12 (forward, unit 'layers.3', microbatch 1) of program 0", for messages.
+std::string describe_program_op(const Schedule& schedule, std::size_t program, std::size_t index) {
+  const Op& op = schedule.programs()[program].ops[index];
+  std::string text = str_cat("op ", index, " (", to_string(op.kind));
+  if (op.unit >= 0 && static_cast<std::size_t>(op.unit) < schedule.unit_names().size()) {
+    text += str_cat(", unit '", schedule.unit_names()[static_cast<std::size_t>(op.unit)], "'");
+  }
+  if (op.microbatch >= 0) {
+    text += str_cat(", microbatch ", op.microbatch);
+  }
+  return str_cat(text, ") of program ", program);
+}
+
+// Simulated time is int64 ps; the loop's sums stay below 2^62 ps (about 53 days), which leaves
+// headroom for its rounding (docs/design/simulator.md, "Range").
+constexpr double kStepBoundLimitPs = 4611686018427387904.0;  // 2^62
+
+}  // namespace
 
 Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware& hardware,
                                         const SimOptions& options, const SimClasses& classes) {
@@ -43,6 +63,9 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
     CollectiveCost cost;
   };
   std::vector<CachedCost> cost_cache(infos.size());
+  // Per program: its compute durations, collective latencies and transfers summed (ps, in double:
+  // the sums are compared against the range below, never converted back).
+  std::vector<double> compute_sum(np, 0.0), latency_sum(np, 0.0), transfer_sum(np, 0.0);
   for (std::size_t p = 0; p < np; ++p) {
     const RankProgram& prog = programs[p];
     std::array<std::int64_t, kNumStreams> count{};
@@ -74,20 +97,28 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
         CachedCost& cached = cost_cache[static_cast<std::size_t>(op.collective)];
         if (!cached.valid || cached.kind != op.kind || cached.elements != op.elements ||
             cached.dtype != op.dtype || cached.axis != op.axis) {
-          cached = CachedCost{true, op.kind, op.dtype, op.axis, op.elements,
-                              uneven_collective_cost(
-                                  op.kind, op.elements,
-                                  infos[static_cast<std::size_t>(op.collective)].member_elements,
-                                  op.dtype, out.links[static_cast<std::size_t>(op.axis)],
-                                  options.cost)};
+          auto cost = uneven_collective_cost(
+              op.kind, op.elements, infos[static_cast<std::size_t>(op.collective)].member_elements,
+              op.dtype, out.links[static_cast<std::size_t>(op.axis)], options.cost);
+          if (!cost) {
+            return cost.error().with_context(describe_program_op(schedule, p, i));
+          }
+          cached = CachedCost{true, op.kind, op.dtype, op.axis, op.elements, *cost};
         }
         const CollectiveCost& cost = cached.cost;
+        latency_sum[p] += static_cast<double>(cost.latency.ps());
+        transfer_sum[p] += static_cast<double>(cost.transfer.ps());
         step.arg = static_cast<std::int32_t>(out.colls.size());
         out.colls.push_back(CollStep{
             cost.latency, cost.transfer, cost.bus_bytes, op.axis,
             static_cast<std::uint8_t>(out.links[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0)});
       } else if (is_compute(op.kind)) {
-        step.value = compute_cost(op, hardware, options.cost).ps();
+        auto cost = compute_cost(op, hardware, options.cost);
+        if (!cost) {
+          return cost.error().with_context(describe_program_op(schedule, p, i));
+        }
+        step.value = cost->ps();
+        compute_sum[p] += static_cast<double>(step.value);
       } else if (op.kind == OpKind::kRecord || op.kind == OpKind::kWait) {
         step.arg = op.event;
       } else if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
@@ -96,6 +127,31 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
         step.buffer_class = static_cast<std::uint8_t>(op.buffer_class);
       }
     }
+  }
+  // A bound on the step, proved once so that the loop's time arithmetic needs no checks: time
+  // advances only while some op is in progress, so the step lasts at most the sum over classes of
+  // every op's longest duration: compute slowed by the class's straggler factor and the SM
+  // slowdown, a collective's transfer by the slowest member's link factor and the largest link
+  // share (one flow per stream), plus its latency. Every event time, scaled duration and
+  // statistic the loop forms is below it.
+  const Straggler& straggler = options.straggler;
+  const bool any_straggler = std::any_of(classes.straggler.begin(), classes.straggler.end(),
+                                         [](char f) { return f != 0; });
+  const double link_factor = any_straggler ? std::max(1.0, straggler.link_factor) : 1.0;
+  const double sm_factor = std::max(1.0, options.cost.sm_slowdown);
+  double bound = 0.0;
+  for (std::size_t c = 0; c < nc; ++c) {
+    const std::size_t p = static_cast<std::size_t>(classes.program[c]);
+    const double compute_factor =
+        classes.straggler[c] != 0 ? std::max(1.0, straggler.compute_factor) : 1.0;
+    bound += compute_sum[p] * compute_factor * sm_factor + latency_sum[p] +
+             transfer_sum[p] * link_factor * static_cast<double>(kNumStreams);
+  }
+  if (!(bound < kStepBoundLimitPs)) {
+    return Error(ErrorCode::kOutOfRange,
+                 str_cat("the step may last up to ", bound * 1e-12, " s (every op's duration over ",
+                         nc, nc == 1 ? " rank class" : " rank classes", "), beyond the range of simulated time (2^62 ps, about "
+                         "53 days)"));
   }
   out.event_base.resize(nc + 1);
   out.buffer_base.resize(nc + 1);

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/base/check.h"
+#include "core/base/checked_math.h"
+#include "core/base/strings.h"
 
 namespace fsdp::sim {
 
@@ -46,9 +47,22 @@ std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardwar
   return links;
 }
 
-SimDuration duration_from_seconds(double seconds) {
+namespace {
+
+Error duration_out_of_range(std::string_view what) {
+  return Error(ErrorCode::kOutOfRange,
+               str_cat(what, " is beyond the range of simulated time (2^63 ps, about 106 days)"));
+}
+
+}  // namespace
+
+Expected<SimDuration> duration_from_seconds(double seconds) {
   const double ps = std::ceil(seconds * 1e12);
-  FSDP_CHECK(ps >= 0 && ps < 9.2e18) << "duration of " << seconds << " s is out of range";
+  // 2^63 is exactly representable; every double below it converts to int64 exactly. NaN fails
+  // both comparisons.
+  if (!(ps >= 0.0 && ps < 9223372036854775808.0)) {
+    return duration_out_of_range(str_cat("a duration of ", seconds, " s"));
+  }
   return SimDuration::ps(static_cast<std::int64_t>(ps));
 }
 
@@ -79,18 +93,37 @@ std::int64_t ceil_log2(std::int64_t n) {
   return k;
 }
 
+// `steps` sequential latencies of `latency_ns` each.
+Expected<SimDuration> latency_of(std::int64_t latency_ns, std::int64_t steps) {
+  std::int64_t ps = 0;
+  if (!checked_mul(latency_ns, steps, &ps) || !checked_mul(ps, 1000, &ps)) {
+    return duration_out_of_range(
+        str_cat("a latency of ", steps, " steps of ", latency_ns, " ns"));
+  }
+  return SimDuration::ps(ps);
+}
+
+// latency + transfer.
+Expected<SimDuration> sum_of(SimDuration a, SimDuration b) {
+  std::int64_t ps = 0;
+  if (!checked_add(a.ps(), b.ps(), &ps)) {
+    return duration_out_of_range(str_cat("a duration of ", a.seconds(), " s + ", b.seconds(), " s"));
+  }
+  return SimDuration::ps(ps);
+}
+
 // A ring pass: `hops` sequential steps of `chunk_bytes` each on every link, `bus_bytes` in all
 // (passed in so that its rounding is the caller's formula, bit for bit).
-CollectiveCost ring(std::int64_t hops, double chunk_bytes, double bus_bytes, double bandwidth,
-                    const AxisLink& link, const CostOptions& options) {
+Expected<CollectiveCost> ring(std::int64_t hops, double chunk_bytes, double bus_bytes,
+                              double bandwidth, const AxisLink& link, const CostOptions& options) {
   CollectiveCost cost;
   cost.bus_bytes = bus_bytes;
   const double min_bytes = static_cast<double>(options.min_message_bytes);
   const double charged =
       chunk_bytes >= min_bytes ? bus_bytes : min_bytes * static_cast<double>(hops);
-  cost.latency = SimDuration::ns(link.latency_ns * hops);
-  cost.transfer = duration_from_seconds(charged / bandwidth);
-  cost.duration = cost.latency + cost.transfer;
+  FSDP_TRY(cost.latency, latency_of(link.latency_ns, hops));
+  FSDP_TRY(cost.transfer, duration_from_seconds(charged / bandwidth));
+  FSDP_TRY(cost.duration, sum_of(cost.latency, cost.transfer));
   return cost;
 }
 
@@ -105,17 +138,17 @@ const CollectiveCurve* measured_curve(const AxisLink& link, OpKind kind) {
 }
 
 // A call moving `member_bytes` on a measured curve; bus bytes as nccl-tests counts them.
-CollectiveCost measured_cost(const CollectiveCurve& curve, OpKind kind, double member_bytes,
-                             std::int64_t n) {
+Expected<CollectiveCost> measured_cost(const CollectiveCurve& curve, OpKind kind,
+                                       double member_bytes, std::int64_t n) {
   CollectiveCost cost;
   const double nd = static_cast<double>(n);
   cost.bus_bytes = kind == OpKind::kAllReduce ? 2.0 * (nd - 1.0) / nd * member_bytes
                                               : (nd - 1.0) * member_bytes;
   const double total_ns = curve_ns(curve, member_bytes);
   const double latency_ns = std::min(total_ns, static_cast<double>(curve.points.front().ns));
-  cost.latency = duration_from_seconds(latency_ns * 1e-9);
-  cost.transfer = duration_from_seconds((total_ns - latency_ns) * 1e-9);
-  cost.duration = cost.latency + cost.transfer;
+  FSDP_TRY(cost.latency, duration_from_seconds(latency_ns * 1e-9));
+  FSDP_TRY(cost.transfer, duration_from_seconds((total_ns - latency_ns) * 1e-9));
+  FSDP_TRY(cost.duration, sum_of(cost.latency, cost.transfer));
   return cost;
 }
 
@@ -128,8 +161,9 @@ CostOptions calibrated_cost_options(CostOptions options, const Hardware& hardwar
   return options;
 }
 
-CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
-                               const AxisLink& link, const CostOptions& options) {
+Expected<CollectiveCost> collective_cost(OpKind kind, std::int64_t max_member_elements,
+                                         DType dtype, const AxisLink& link,
+                                         const CostOptions& options) {
   const std::int64_t n = link.group_size;
   if (n <= 1 || max_member_elements <= 0) {
     return CollectiveCost();
@@ -152,20 +186,21 @@ CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DT
   // steps and S through each node's link in each direction (NCCL's tuner converts tree bus
   // bandwidth to algorithm bandwidth with a factor 1/2).
   const double buffer = static_cast<double>(max_member_elements) * element_bytes;
-  CollectiveCost r =
-      ring(2 * (n - 1), buffer / nd,
-           2.0 * (nd - 1.0) / nd * static_cast<double>(max_member_elements) * element_bytes,
-           bandwidth, link, options);
+  FSDP_TRY(CollectiveCost r,
+           ring(2 * (n - 1), buffer / nd,
+                2.0 * (nd - 1.0) / nd * static_cast<double>(max_member_elements) * element_bytes,
+                bandwidth, link, options));
   if (options.all_reduce == AllReduceAlgorithm::kRing) {
     return r;
   }
   CollectiveCost t;
   t.tree = true;
   t.bus_bytes = r.bus_bytes;  // nccl-tests reports every all-reduce with 2(n-1)/n
-  t.latency = SimDuration::ns(link.latency_ns * 2 * ceil_log2(n));
-  t.transfer = duration_from_seconds(
-      2.0 * std::max(buffer, static_cast<double>(options.min_message_bytes)) / bandwidth);
-  t.duration = t.latency + t.transfer;
+  FSDP_TRY(t.latency, latency_of(link.latency_ns, 2 * ceil_log2(n)));
+  FSDP_TRY(t.transfer,
+           duration_from_seconds(
+               2.0 * std::max(buffer, static_cast<double>(options.min_message_bytes)) / bandwidth));
+  FSDP_TRY(t.duration, sum_of(t.latency, t.transfer));
   if (options.all_reduce == AllReduceAlgorithm::kTree) {
     return t;
   }
@@ -173,9 +208,10 @@ CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DT
   return link.inter_node && t.duration < r.duration ? t : r;
 }
 
-CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
-                                      std::span<const std::int64_t> member_elements, DType dtype,
-                                      const AxisLink& link, const CostOptions& options) {
+Expected<CollectiveCost> uneven_collective_cost(OpKind kind, std::int64_t elements,
+                                                std::span<const std::int64_t> member_elements,
+                                                DType dtype, const AxisLink& link,
+                                                const CostOptions& options) {
   if (member_elements.empty()) {
     return collective_cost(kind, elements, dtype, link, options);
   }
@@ -200,18 +236,20 @@ CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
   }
   // Grouped broadcasts: member i's s_i bytes cross every ring link but the one into i, so a link
   // carries (n-1)/n of the total on average; the group runs as one ring pass of latency.
-  std::int64_t total = 0;
+  // In double, as the members' total may pass int64 (each member's count is in range).
+  double total = 0.0;
   for (std::int64_t e : member_elements) {
-    total += e;
+    total += static_cast<double>(e);
   }
   const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
   const double n = static_cast<double>(link.group_size);
   const double chunk =
-      static_cast<double>(total) * static_cast<double>(dtype_bytes(dtype)) / n;
+      total * static_cast<double>(dtype_bytes(dtype)) / n;
   return ring(link.group_size - 1, chunk, (n - 1.0) * chunk, bandwidth, link, options);
 }
 
-SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptions& options) {
+Expected<SimDuration> compute_cost(const Op& op, const Hardware& hardware,
+                                   const CostOptions& options) {
   double efficiency = options.elementwise_efficiency;
   switch (op.kind) {
     case OpKind::kForward:

@@ -2,7 +2,8 @@
 // The basic cost models of the simulator (docs/design/simulator.md gives the formulas and their
 // sources): ring alpha-beta collectives per mesh axis with nccl-tests' bus-bandwidth factors, and
 // compute ops as max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency)). Every
-// duration is rounded up to whole picoseconds exactly once, here.
+// duration is rounded up to whole picoseconds exactly once, here. A duration beyond simulated
+// time's range (2^63 ps) is an error (kOutOfRange), never a wrapped value (issue 16).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/expected.h"
 #include "core/hardware/calibration.h"
 #include "core/hardware/hardware.h"
 #include "core/mesh/device_mesh.h"
@@ -81,30 +83,35 @@ struct CollectiveCost {
 // 2 * buffer / (bandwidth * efficiency). Per-step messages below options.min_message_bytes cost
 // as that size. A group of one costs nothing. With a measured curve of `kind` on the link, the
 // duration is the curve's time at the member payload (curve_ns); its latency is the curve's
-// smallest-size time and the rest is transfer.
-CollectiveCost collective_cost(OpKind kind, std::int64_t max_member_elements, DType dtype,
-                               const AxisLink& link, const CostOptions& options);
+// smallest-size time and the rest is transfer. Error (kOutOfRange): a term beyond 2^63 ps.
+Expected<CollectiveCost> collective_cost(OpKind kind, std::int64_t max_member_elements,
+                                         DType dtype, const AxisLink& link,
+                                         const CostOptions& options);
 
 // The same for a collective whose members move `member_elements` (one entry per group member;
 // empty or all equal: every member moves `elements`). With UnevenCollective::kGroupedBroadcast an
 // uneven all-gather or reduce-scatter is costed as a group of n broadcasts (reduces) whose links
 // carry (n - 1) / n of the real total, with the latency of one ring pass. A measured curve is read
-// at the members' mean payload (MPI's v-collectives move the real counts).
-CollectiveCost uneven_collective_cost(OpKind kind, std::int64_t elements,
-                                      std::span<const std::int64_t> member_elements, DType dtype,
-                                      const AxisLink& link, const CostOptions& options);
+// at the members' mean payload (MPI's v-collectives move the real counts). Errors as above.
+Expected<CollectiveCost> uneven_collective_cost(OpKind kind, std::int64_t elements,
+                                                std::span<const std::int64_t> member_elements,
+                                                DType dtype, const AxisLink& link,
+                                                const CostOptions& options);
 
 // A compute op (is_compute(op.kind)): max of its math time at the peak of its dtype (fp32 peak
 // for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops. With a
 // calibrated rate for the op's kind: flops / flops_per_s + mem_bytes / bytes_per_s (measured
-// rates already include the efficiencies, which are then not applied).
-SimDuration compute_cost(const Op& op, const Hardware& hardware, const CostOptions& options);
+// rates already include the efficiencies, which are then not applied). Error (kOutOfRange): a
+// duration beyond 2^63 ps.
+Expected<SimDuration> compute_cost(const Op& op, const Hardware& hardware,
+                                   const CostOptions& options);
 
 // `options` with the hardware's measured compute slowdown during communication as sm_slowdown
 // (unchanged when the hardware has no calibration).
 CostOptions calibrated_cost_options(CostOptions options, const Hardware& hardware);
 
-// Seconds to picoseconds, rounded up; FSDP_CHECKs that the value fits SimDuration.
-SimDuration duration_from_seconds(double seconds);
+// Seconds to picoseconds, rounded up. Error (kOutOfRange) when the value is negative, NaN or at
+// least 2^63 ps: "a duration of 3e+07 s is beyond the range of simulated time (...)".
+Expected<SimDuration> duration_from_seconds(double seconds);
 
 }  // namespace fsdp::sim

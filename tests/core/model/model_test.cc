@@ -119,8 +119,12 @@ TEST(ModelTest, TreeTotalsAndChildren) {
   EXPECT_EQ(m.activations(), (UnitActivations{5, 1}));
   EXPECT_EQ(m.forward_flops_per_token(100).value(), 112);
   EXPECT_EQ(m.training_flops_per_token(100).value(), 336);
-  EXPECT_EQ(m.children(Unit::kNoParent), std::vector<std::int32_t>({0}));
-  EXPECT_EQ(m.children(0), std::vector<std::int32_t>({1, 3}));
+  const auto kids = [&](std::int32_t u) {
+    const auto c = m.children(u);
+    return std::vector<std::int32_t>(c.begin(), c.end());
+  };
+  EXPECT_EQ(kids(Unit::kNoParent), std::vector<std::int32_t>({0}));
+  EXPECT_EQ(kids(0), std::vector<std::int32_t>({1, 3}));
   EXPECT_EQ(m.find_unit("left.inner"), 2);
   EXPECT_EQ(m.find_unit("nope"), -1);
 }

@@ -261,9 +261,9 @@ TEST(SimulatorTest, SingleClassStepEqualsTheCriticalPath) {
         e = std::max(e, m);
       }
       return collective_cost(op.kind, e, op.dtype, links[static_cast<std::size_t>(op.axis)], {})
-          .duration.ps();
+          ->duration.ps();
     }
-    return compute_cost(op, hw, {}).ps();
+    return compute_cost(op, hw, {})->ps();
   });
   ASSERT_TRUE(cp) << cp.error().message();
   EXPECT_EQ(r.step_time.ps(), cp->length);
@@ -277,7 +277,7 @@ TEST(SimulatorTest, OneRankStepIsTheSumOfComputeOps) {
   const Hardware hw = round_hardware();
   std::int64_t sum = 0;
   for (const Op& op : s.programs()[0].ops) {
-    sum += compute_cost(op, hw, {}).ps();
+    sum += compute_cost(op, hw, {})->ps();
   }
   const SimResult r = simulate(s, hw).value();
   EXPECT_EQ(r.step_time.ps(), sum);

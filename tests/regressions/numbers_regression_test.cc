@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// Issue 16, class 2: numbers that wrap or abort. Every case runs the real binary on an input the
+// issue reported (or another member of the class) and expects a one-line error with exit 1 or 2,
+// not a wrapped result with exit 0 and not an internal-check abort (exit 134).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/exec/trainer.h"
+#include "tests/regressions/run_fsdpsim.h"
+
+namespace fsdp::regressions {
+namespace {
+
+// 1 GB limit once the BLAS thread pool defect is fixed (issue 16, class 6).
+Limits no_as_limit() {
+  Limits l;
+  l.address_space_bytes = 0;
+  return l;
+}
+
+// The run ended by itself with `exit_code` and one line on stderr that contains `needle`.
+void expect_one_line_error(const ProcessResult& r, int exit_code, const std::string& needle) {
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, exit_code) << r.err;
+  EXPECT_TRUE(is_one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
+// The h100 preset as a hardware file with `field` set to `value`.
+std::string hardware_file_with(const std::string& field, std::int64_t value) {
+  const ProcessResult shown =
+      run_fsdpsim({"hardware", "--show", "h100", "--format", "json"}, no_as_limit());
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  nlohmann::json j = nlohmann::json::parse(shown.out);
+  j["name"] = "edited";
+  j[field] = value;
+  const std::string path = make_temp_dir("numbers") + "/hardware.json";
+  std::ofstream(path) << j.dump(2) << "\n";
+  return path;
+}
+
+constexpr const char* kBeyondRange = "beyond the range of simulated time";
+
+TEST(NumbersRegression, TinyLinkEfficiencyIsAStepBeyondTheTimeRange) {
+  // Was: a step of 0.000 ms and negative communication, exit 0.
+  expect_one_line_error(run_fsdpsim({"simulate", "--link-efficiency", "1e-7"}, no_as_limit()), 1,
+                        kBeyondRange);
+}
+
+TEST(NumbersRegression, HugeStragglerComputeFactorIsAStepBeyondTheTimeRange) {
+  // Was: the straggler "costs 0.000 ms".
+  expect_one_line_error(
+      run_fsdpsim({"simulate", "--straggler", "rank=1,compute=1e12"}, no_as_limit()), 1,
+      kBeyondRange);
+}
+
+TEST(NumbersRegression, LargestInterNodeLatencyIsAnErrorNotAFasterStep) {
+  const std::string hw = hardware_file_with("inter_node_latency_ns", INT64_MAX);
+  const ProcessResult r = run_fsdpsim({"simulate", "--hardware", hw}, no_as_limit());
+  expect_one_line_error(r, 1, kBeyondRange);
+  EXPECT_NE(r.err.find("9223372036854775807 ns"), std::string::npos) << r.err;
+}
+
+TEST(NumbersRegression, TinyMatmulEfficiencyIsAnErrorNotAnAbort) {
+  // Was: exit 134 in an internal check of the cost model.
+  const ProcessResult r = run_fsdpsim({"simulate", "--matmul-efficiency", "1e-300"}, no_as_limit());
+  expect_one_line_error(r, 1, kBeyondRange);
+  EXPECT_NE(r.err.find("forward"), std::string::npos) << r.err;  // names the op
+}
+
+TEST(NumbersRegression, HugeMinMessageBytesIsAnErrorNotAnAbort) {
+  expect_one_line_error(
+      run_fsdpsim({"simulate", "--min-message-bytes", "100000000000000000"}, no_as_limit()), 1,
+      kBeyondRange);
+}
+
+TEST(NumbersRegression, HardwareRateOfOneIsAnErrorNotAnAbort) {
+  for (const char* field : {"hbm_bytes_per_s", "peak_bf16_flops", "inter_node_bytes_per_s"}) {
+    SCOPED_TRACE(field);
+    expect_one_line_error(
+        run_fsdpsim({"simulate", "--hardware", hardware_file_with(field, 1)}, no_as_limit()), 1,
+        kBeyondRange);
+  }
+}
+
+TEST(NumbersRegression, SweepNodesThatWrapTheRankCountAreAnError) {
+  // Was: "-8 ranks" and exit 0.
+  const ProcessResult r =
+      run_fsdpsim({"sweep", "--nodes", "9223372036854775807"}, no_as_limit());
+  expect_one_line_error(r, 1, "9223372036854775807");
+  EXPECT_NE(r.err.find("2^30 ranks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("-8"), std::string::npos) << r.err;
+}
+
+TEST(NumbersRegression, TrainTimeoutPastTheWatchdogRangeIsAnError) {
+  // Was: 9e15 s overflowed the watchdog's nanoseconds and fired at once.
+  expect_one_line_error(run_fsdpsim({"train", "--timeout", "9e15"}, no_as_limit()), 1,
+                        "timeout is 9e+15 s");
+}
+
+TEST(NumbersRegression, CommbenchZeroOrNanTimeoutIsAnError) {
+  for (const char* t : {"0", "nan", "-1", "1e300"}) {
+    SCOPED_TRACE(t);
+    expect_one_line_error(run_fsdpsim({"commbench", "--timeout", t}, no_as_limit()), 1,
+                          "timeout is");
+  }
+}
+
+TEST(NumbersRegression, CommbenchItersPastTheLimitIsAnError) {
+  expect_one_line_error(
+      run_fsdpsim({"commbench", "--iters", "9223372036854775807"}, no_as_limit()), 1,
+      "iters is 9223372036854775807");
+}
+
+TEST(NumbersRegression, NonFiniteOrHugeHyperParametersAreRejected) {
+  // Was: NaN weights with exit 0.
+  expect_one_line_error(run_fsdpsim({"train", "--lr", "nan"}, no_as_limit()), 1,
+                        "learning rate is nan");
+  expect_one_line_error(run_fsdpsim({"train", "--lr", "inf"}, no_as_limit()), 1,
+                        "learning rate is inf");
+  expect_one_line_error(run_fsdpsim({"train", "--grad-scale", "1e308"}, no_as_limit()), 1,
+                        "grad scale is 1e+308");
+}
+
+TEST(NumbersRegression, CheckFailsOnNonFiniteValues) {
+  // Was: NaN weights on both sides compared as an error of 0, so --check said "ok".
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{nan}, std::vector<double>{nan}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{1.0, nan}, std::vector<double>{1.0, 1.0}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{1.0},
+                                     std::vector<double>{std::numeric_limits<double>::infinity()}),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(exec::max_relative_error(std::vector<double>{2.0}, std::vector<double>{2.0}), 0.0);
+  backend::ParamValues a = {{{1.0F, std::numeric_limits<float>::quiet_NaN()}}};
+  EXPECT_EQ(exec::max_relative_error(a, a), std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+}  // namespace fsdp::regressions

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// Issue 16, class 3: resources. A run that cannot fit is refused before it allocates, with the
+// estimate and the limit; time is linear in the number of units; a deep unit tree is an error,
+// not a stack overflow.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/resource_estimate.h"
+#include "core/model/model.h"
+#include "core/model/unit.h"
+#include "tests/regressions/run_fsdpsim.h"
+
+namespace fsdp::regressions {
+namespace {
+
+// 1 GB limit once the BLAS thread pool defect is fixed (issue 16, class 6).
+Limits no_as_limit(double timeout_s = 20.0) {
+  Limits l;
+  l.address_space_bytes = 0;
+  l.timeout_s = timeout_s;
+  return l;
+}
+
+void expect_one_line_error(const ProcessResult& r, int exit_code, const std::string& needle) {
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, exit_code) << r.err;
+  EXPECT_TRUE(is_one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+// A model file of `n` units with one small tensor each; `chain`: each unit's parent is the one
+// before it (a chain n deep), else all are root-level.
+std::string model_file(std::int64_t n, bool chain) {
+  const std::string path = make_temp_dir("resources") + "/model.json";
+  std::ofstream out(path);
+  out << R"({"format": "fsdpsim-model", "version": 1, "name": "gen", "units": [)";
+  for (std::int64_t i = 0; i < n; ++i) {
+    out << (i > 0 ? "," : "") << R"({"name": "u)" << i << R"(", "params": [{"name": "w)" << i
+        << R"(", "shape": [16, 16], "dtype": "bf16"}], "flops_per_token": {"matmul": 512})";
+    if (chain && i > 0) {
+      out << R"(, "parent": "u)" << (i - 1) << '"';
+    }
+    out << "}";
+  }
+  out << "]}\n";
+  return path;
+}
+
+TEST(ResourcesRegression, HugeMeshIsRefusedWithAnEstimateNotKilled) {
+  // Was: grew to 23.5 GB and was killed by the kernel.
+  const ProcessResult r = run_fsdpsim({"simulate", "--mesh", "dp=2147483647"}, no_as_limit());
+  expect_one_line_error(r, 1, "the run needs about");
+  EXPECT_NE(r.err.find("2147483647 ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this process may use"), std::string::npos) << r.err;
+}
+
+TEST(ResourcesRegression, MillionMicrobatchesAreRefusedWithAnEstimate) {
+  // Was: passed 8 GB in 8 s.
+  for (const char* command : {"simulate", "schedule"}) {
+    SCOPED_TRACE(command);
+    const ProcessResult r =
+        run_fsdpsim({command, "--microbatches", "1000000"}, no_as_limit());
+    expect_one_line_error(r, 1, "1000000 microbatches");
+  }
+}
+
+TEST(ResourcesRegression, SweepOfTheLargestRankCountIsRefusedWithAnEstimate) {
+  const ProcessResult r =
+      run_fsdpsim({"sweep", "--ranks", "1073741824", "--strategies", "zero3"}, no_as_limit());
+  expect_one_line_error(r, 1, "the run needs about");
+}
+
+TEST(ResourcesRegression, MemoryEstimateNamesTheNeedAndTheBudget) {
+  EXPECT_TRUE(cli::check_memory_estimate(16, 34, 4).ok());
+  const Status s = cli::check_memory_estimate(INT64_MAX, INT64_MAX, INT64_MAX, 8);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kOutOfRange);
+  EXPECT_NE(s.error().message().find("8 at once"), std::string::npos) << s.error().message();
+  EXPECT_GT(cli::memory_budget_bytes(), 0);
+}
+
+TEST(ResourcesRegression, DeepParentChainIsAnErrorNotAStackOverflow) {
+  // Was: a segfault in simulate, schedule and sweep (recursive traversals).
+  const std::string path = model_file(12000, /*chain=*/true);
+  for (const char* command : {"simulate", "schedule", "sweep"}) {
+    SCOPED_TRACE(command);
+    const ProcessResult r = run_fsdpsim({command, "--model", path}, no_as_limit(120.0));
+    expect_one_line_error(r, 1, "levels deep; expected at most 1000");
+  }
+}
+
+TEST(ResourcesRegression, ChildrenOfAModelAreAnIndexNotAScan) {
+  // Was: Model::children scanned every unit, so a traversal was quadratic in the units.
+  std::vector<Unit> units;
+  const std::int32_t n = 200000;
+  units.reserve(n);
+  for (std::int32_t i = 0; i < n; ++i) {
+    units.push_back(Unit::make("u" + std::to_string(i), i == 0 ? Unit::kNoParent : 0, {},
+                               UnitFlops{}, UnitActivations{})
+                        .value());
+  }
+  const Model m = Model::make("flat", std::move(units)).value();
+  std::int64_t visited = 0;
+  // Every unit's children: n calls, linear in total with the index (a scan per call would be
+  // 4e10 steps here and never finish within the test's time).
+  for (std::int32_t u = -1; u < n; ++u) {
+    visited += static_cast<std::int64_t>(m.children(u).size());
+  }
+  EXPECT_EQ(visited, n);
+  EXPECT_EQ(m.children(0).size(), static_cast<std::size_t>(n - 1));
+  EXPECT_EQ(m.children(Unit::kNoParent).size(), 1u);
+}
+
+TEST(ResourcesRegression, ManyFlatUnitsScheduleAndSimulateInLinearTime) {
+  // Was: 10^5 flat units took 50 s to simulate (Model::children and the prefetch targets each
+  // scanned every unit). 20,000 units in the ASan debug build stay well inside the timeout
+  // only when the work is linear.
+  const std::string path = model_file(20000, /*chain=*/false);
+  for (const char* command : {"schedule", "simulate"}) {
+    SCOPED_TRACE(command);
+    const ProcessResult r =
+        run_fsdpsim({command, "--model", path, "--mesh", "dp=2"}, no_as_limit(300.0));
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace fsdp::regressions
