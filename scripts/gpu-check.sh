@@ -158,8 +158,9 @@ while read -r name args; do
 done <"$bundle/reference/runs.txt"
 answers+=("\"runs\": {$(IFS=,; echo "${train_answers[*]}")}")
 
-if ((use_gpu)) && command -v compute-sanitizer >/dev/null; then
-  run_step memcheck 150 "$scratch/memcheck.txt" compute-sanitizer --tool memcheck --error-exitcode 9 \
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
+if ((use_gpu)) && [[ -n "$sanitizer" ]]; then
+  run_step memcheck 150 "$scratch/memcheck.txt" "$sanitizer" --tool memcheck --error-exitcode 9 \
     "$fsdpsim" train --backend cuda --mesh dp=2 --steps 2 --check
   rc=$?
   summary_line="$(grep -m1 'ERROR SUMMARY' "$scratch/memcheck.txt" || true)"
