@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/exec/trainer.h"
+#include "tests/regressions/expect_error.h"
 #include "tests/regressions/run_fsdpsim.h"
 
 namespace fsdp::regressions {
@@ -24,15 +25,6 @@ Limits no_as_limit() {
   return l;
 }
 
-// The run ended by itself with `exit_code` and one line on stderr that contains `needle`.
-void expect_one_line_error(const ProcessResult& r, int exit_code, const std::string& needle) {
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.exit_code, exit_code) << r.err;
-  EXPECT_TRUE(is_one_line(r.err)) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
-}
 
 // The h100 preset as a hardware file with `field` set to `value`.
 std::string hardware_file_with(const std::string& field, std::int64_t value) {

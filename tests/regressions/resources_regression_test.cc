@@ -11,6 +11,7 @@
 #include "cli/resource_estimate.h"
 #include "core/model/model.h"
 #include "core/model/unit.h"
+#include "tests/regressions/expect_error.h"
 #include "tests/regressions/run_fsdpsim.h"
 
 namespace fsdp::regressions {
@@ -24,13 +25,6 @@ Limits no_as_limit(double timeout_s = 20.0) {
   return l;
 }
 
-void expect_one_line_error(const ProcessResult& r, int exit_code, const std::string& needle) {
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.exit_code, exit_code) << r.err;
-  EXPECT_TRUE(is_one_line(r.err)) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 // A model file of `n` units with one small tensor each; `chain`: each unit's parent is the one
 // before it (a chain n deep), else all are root-level.

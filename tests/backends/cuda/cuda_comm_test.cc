@@ -20,6 +20,7 @@ namespace fsdp::cuda {
 namespace {
 
 using testing::DeviceVector;
+using testing::gate;
 
 // Member r's value j of a send buffer: distinct, not exactly representable sums.
 float value(std::int64_t r, std::int64_t j) {
@@ -199,19 +200,6 @@ TEST(NcclCommunicatorTest, SingleRankCollectivesAreCopiesAndSums) {
     EXPECT_NE(bad.error().message().find("has 2 counts; the axis has 1 members"),
               std::string::npos);
   }
-}
-
-// Blocks `stream` until *open becomes true (a host function spinning on the flag).
-void gate(cudaStream_t stream, std::atomic<bool>* open) {
-  ASSERT_EQ(cudaLaunchHostFunc(
-                stream,
-                [](void* flag) {
-                  while (!static_cast<std::atomic<bool>*>(flag)->load()) {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                  }
-                },
-                open),
-            cudaSuccess);
 }
 
 // One communicator per stream (issue 18, defect 5): an all-gather finishes while a

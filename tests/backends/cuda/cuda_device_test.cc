@@ -18,24 +18,12 @@ namespace fsdp::cuda {
 namespace {
 
 using testing::DeviceVector;
+using testing::gate;
 
 std::unique_ptr<CudaDevice> make_device() {
   auto d = CudaDevice::make(0, "rank 0");
   EXPECT_TRUE(d.has_value()) << d.error().message();
   return d.has_value() ? std::move(d).value() : nullptr;
-}
-
-// Blocks `stream` until *open becomes true (a host function spinning on the flag).
-void gate(cudaStream_t stream, std::atomic<bool>* open) {
-  ASSERT_EQ(cudaLaunchHostFunc(
-                stream,
-                [](void* flag) {
-                  while (!static_cast<std::atomic<bool>*>(flag)->load()) {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                  }
-                },
-                open),
-            cudaSuccess);
 }
 
 TEST(CudaDeviceTest, WaitOrdersTheComputeStreamAfterTheAllGatherStream) {

@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -22,6 +25,19 @@
   } while (false)
 
 namespace fsdp::cuda::testing {
+
+// Blocks `stream` until *open becomes true (a host function spinning on the flag).
+inline void gate(cudaStream_t stream, std::atomic<bool>* open) {
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream,
+                [](void* flag) {
+                  while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  }
+                },
+                open),
+            cudaSuccess);
+}
 
 // Device memory freed at scope exit; uploads and downloads use the legacy default stream and
 // wait for the whole device, so they are ordered with the backend's non-blocking streams.
