@@ -8,76 +8,17 @@
 
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
+#include "core/model/hub_arch.h"
+#include "core/model/internal/checked_arith.h"
 #include "core/model/json_fields.h"
 
 namespace fsdp {
 namespace {
 
 using nlohmann::json;
+using internal::Arith;
 
-constexpr std::array<std::string_view, 6> kModelTypes = {"llama",   "mistral",     "mixtral",
-                                                         "qwen2",   "deepseek_v3", "gpt2"};
-
-// int64 arithmetic that remembers whether any step overflowed (results are then meaningless).
-class Arith {
- public:
-  std::int64_t mul(std::int64_t a, std::int64_t b) {
-    std::int64_t r = 0;
-    overflow_ = overflow_ || !checked_mul(a, b, &r);
-    return r;
-  }
-  std::int64_t mul(std::int64_t a, std::int64_t b, std::int64_t c) { return mul(mul(a, b), c); }
-  std::int64_t add(std::int64_t a, std::int64_t b) {
-    std::int64_t r = 0;
-    overflow_ = overflow_ || !checked_add(a, b, &r);
-    return r;
-  }
-  template <class... Rest>
-  std::int64_t add(std::int64_t a, std::int64_t b, Rest... rest) {
-    return add(add(a, b), rest...);
-  }
-  bool overflow() const { return overflow_; }
-
- private:
-  bool overflow_ = false;
-};
-
-// Everything the importer needs from a config, normalised across families.
-struct Arch {
-  std::string model_type;
-  bool gpt2_names = false;  // transformer.h.<i>... names, Conv1D (in, out) weights, LayerNorm
-  DType dtype = DType::kFp32;
-  std::int64_t hidden = 0;
-  std::int64_t vocab = 0;
-  std::int64_t layers = 0;
-  std::int64_t positions = 0;  // learned absolute position embeddings (gpt2); 0: none
-  bool tied = false;
-  // Attention. qk_head_dim / v_head_dim are per head; kv_heads only for grouped-query attention.
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;
-  std::int64_t qk_head_dim = 0;
-  std::int64_t v_head_dim = 0;
-  bool qkv_bias = false;
-  bool o_bias = false;
-  // Multi-head latent attention (deepseek_v3); q_lora 0 means q is projected directly.
-  bool mla = false;
-  std::int64_t q_lora = 0;
-  std::int64_t kv_lora = 0;
-  std::int64_t qk_rope = 0;
-  // Dense MLP: gated (SwiGLU: gate, up, down) or plain (fc, proj with GELU).
-  std::int64_t intermediate = 0;
-  bool mlp_bias = false;
-  // Mixture of experts; experts 0 means dense layers only.
-  std::int64_t experts = 0;
-  std::int64_t top_k = 0;
-  std::int64_t expert_intermediate = 0;
-  std::int64_t shared_intermediate = 0;  // all shared experts fused as one MLP; 0: none
-  std::int64_t first_dense = 0;
-  std::int64_t moe_freq = 1;
-  bool score_correction_bias = false;  // deepseek_v3 noaux_tc router bias (fp32, not trained)
-};
-
-bool is_moe_layer(const Arch& a, std::int64_t layer) {
+bool is_moe_layer(const HubArch& a, std::int64_t layer) {
   return a.experts > 0 && layer >= a.first_dense && layer % a.moe_freq == 0;
 }
 
@@ -122,183 +63,12 @@ class ParamList {
   std::optional<Error> error_;
 };
 
-// ---- reading the config ------------------------------------------------------------------------
-
-Status check_divides(const JsonObjectReader& r, std::string_view divisor_key, std::int64_t divisor,
-                     std::string_view dividend_key, std::int64_t dividend) {
-  if (dividend % divisor != 0) {
-    return r.error(divisor_key, str_cat("a divisor of ", dividend_key, " ", dividend),
-                   str_cat(divisor));
-  }
-  return ok_status();
-}
-
-Expected<DType> read_dtype(const JsonObjectReader& r) {
-  FSDP_TRY(const std::optional<std::string> text, r.get_optional_string("torch_dtype"));
-  if (!text) {
-    return DType::kFp32;  // transformers loads weights in float32 when torch_dtype is absent
-  }
-  auto dtype = parse_dtype(*text);
-  if (!dtype) {
-    return r.error("torch_dtype", "one of bfloat16, float16, float32, float8_e4m3fn",
-                   describe_json(*r.find("torch_dtype")));
-  }
-  return dtype;
-}
-
-// llama, mistral, mixtral, qwen2: grouped-query attention with RoPE and a SwiGLU MLP.
-Expected<Arch> read_llama_like(const JsonObjectReader& r, Arch a) {
-  FSDP_TRY(a.hidden, r.get_int("hidden_size", 1));
-  FSDP_TRY(a.intermediate, r.get_int("intermediate_size", 1));
-  FSDP_TRY(a.layers, r.get_int("num_hidden_layers", 1));
-  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
-  FSDP_TRY(a.heads, r.get_int("num_attention_heads", 1));
-  FSDP_TRY(a.kv_heads, r.get_int_or("num_key_value_heads", 1, a.heads));
-  FSDP_TRY(const std::optional<std::int64_t> head_dim, r.get_optional_int("head_dim", 1));
-  if (head_dim) {
-    a.qk_head_dim = *head_dim;
-  } else {
-    FSDP_RETURN_IF_ERROR(check_divides(r, "num_attention_heads", a.heads, "hidden_size", a.hidden));
-    a.qk_head_dim = a.hidden / a.heads;
-  }
-  a.v_head_dim = a.qk_head_dim;
-  if (a.kv_heads > a.heads || a.heads % a.kv_heads != 0) {
-    return r.error("num_key_value_heads",
-                   str_cat("a divisor of num_attention_heads ", a.heads), str_cat(a.kv_heads));
-  }
-  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", false));
-  if (a.model_type == "llama") {
-    FSDP_TRY(const bool attention_bias, r.get_bool_or("attention_bias", false));
-    FSDP_TRY(a.mlp_bias, r.get_bool_or("mlp_bias", false));
-    a.qkv_bias = attention_bias;
-    a.o_bias = attention_bias;
-  } else if (a.model_type == "qwen2") {
-    a.qkv_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-  } else if (a.model_type == "mixtral") {
-    FSDP_TRY(a.experts, r.get_int("num_local_experts", 1));
-    FSDP_TRY(a.top_k, r.get_int("num_experts_per_tok", 1));
-    if (a.top_k > a.experts) {
-      return r.error("num_experts_per_tok",
-                     str_cat("at most num_local_experts ", a.experts), str_cat(a.top_k));
-    }
-    a.expert_intermediate = a.intermediate;
-  }
-  return a;
-}
-
-Expected<Arch> read_deepseek_v3(const JsonObjectReader& r, Arch a) {
-  a.mla = true;
-  FSDP_TRY(a.hidden, r.get_int("hidden_size", 1));
-  FSDP_TRY(a.intermediate, r.get_int("intermediate_size", 1));
-  FSDP_TRY(a.layers, r.get_int("num_hidden_layers", 1));
-  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
-  FSDP_TRY(a.heads, r.get_int("num_attention_heads", 1));
-  FSDP_TRY(a.q_lora, r.get_int_or("q_lora_rank", 1, 0));
-  FSDP_TRY(a.kv_lora, r.get_int("kv_lora_rank", 1));
-  FSDP_TRY(const std::int64_t qk_nope, r.get_int("qk_nope_head_dim", 0));
-  FSDP_TRY(a.qk_rope, r.get_int("qk_rope_head_dim", 0));
-  FSDP_TRY(a.v_head_dim, r.get_int("v_head_dim", 1));
-  Arith m;
-  a.qk_head_dim = m.add(qk_nope, a.qk_rope);
-  if (m.overflow() || a.qk_head_dim == 0) {
-    return r.error("qk_nope_head_dim", "a head size qk_nope_head_dim + qk_rope_head_dim in [1, 2^63)",
-                   str_cat(qk_nope, " + ", a.qk_rope));
-  }
-  FSDP_TRY(const bool attention_bias, r.get_bool_or("attention_bias", false));
-  a.qkv_bias = attention_bias;  // on q_a_proj (or q_proj) and kv_a_proj_with_mqa; see build
-  a.o_bias = attention_bias;
-  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", false));
-  FSDP_TRY(a.experts, r.get_int_or("n_routed_experts", 1, 0));
-  if (a.experts > 0) {
-    FSDP_TRY(a.expert_intermediate, r.get_int("moe_intermediate_size", 1));
-    FSDP_TRY(a.top_k, r.get_int("num_experts_per_tok", 1));
-    if (a.top_k > a.experts) {
-      return r.error("num_experts_per_tok", str_cat("at most n_routed_experts ", a.experts),
-                     str_cat(a.top_k));
-    }
-    FSDP_TRY(const std::int64_t shared, r.get_int_or("n_shared_experts", 0, 0));
-    a.shared_intermediate = m.mul(shared, a.expert_intermediate);
-    if (m.overflow()) {
-      return r.error("n_shared_experts",
-                     "a count whose product with moe_intermediate_size fits int64",
-                     str_cat(shared));
-    }
-    FSDP_TRY(a.first_dense, r.get_int_or("first_k_dense_replace", 0, 0));
-    FSDP_TRY(a.moe_freq, r.get_int_or("moe_layer_freq", 1, 1));
-    FSDP_TRY(const std::optional<std::string> topk_method, r.get_optional_string("topk_method"));
-    a.score_correction_bias = !topk_method || *topk_method == "noaux_tc";
-  }
-  return a;
-}
-
-Expected<Arch> read_gpt2(const JsonObjectReader& r, Arch a) {
-  a.gpt2_names = true;
-  FSDP_TRY(a.hidden, r.get_int("n_embd", 1));
-  FSDP_TRY(a.layers, r.get_int("n_layer", 1));
-  FSDP_TRY(a.heads, r.get_int("n_head", 1));
-  FSDP_TRY(a.positions, r.get_int("n_positions", 1));
-  FSDP_TRY(a.vocab, r.get_int("vocab_size", 1));
-  FSDP_RETURN_IF_ERROR(check_divides(r, "n_head", a.heads, "n_embd", a.hidden));
-  a.kv_heads = a.heads;
-  a.qk_head_dim = a.hidden / a.heads;
-  a.v_head_dim = a.qk_head_dim;
-  a.qkv_bias = true;
-  a.o_bias = true;
-  a.mlp_bias = true;
-  FSDP_TRY(const std::optional<std::int64_t> inner, r.get_optional_int("n_inner", 1));
-  if (inner) {
-    a.intermediate = *inner;
-  } else {
-    Arith m;
-    a.intermediate = m.mul(4, a.hidden);
-    if (m.overflow()) {
-      return r.error("n_embd", "a size whose 4x MLP width fits int64", str_cat(a.hidden));
-    }
-  }
-  FSDP_TRY(a.tied, r.get_bool_or("tie_word_embeddings", true));
-  return a;
-}
-
-Expected<Arch> read_arch(const JsonObjectReader& r) {
-  Arch a;
-  FSDP_TRY(a.model_type, r.get_string("model_type"));
-  bool known = false;
-  for (const std::string_view t : kModelTypes) {
-    known = known || a.model_type == t;
-  }
-  if (!known) {
-    return r.error("model_type", str_cat("one of ", join(kModelTypes, ", ")),
-                   describe_json(*r.find("model_type")));
-  }
-  FSDP_TRY(a.dtype, read_dtype(r));
-  if (a.model_type == "deepseek_v3") {
-    FSDP_TRY(a, read_deepseek_v3(r, std::move(a)));
-  } else if (a.model_type == "gpt2") {
-    FSDP_TRY(a, read_gpt2(r, std::move(a)));
-  } else {
-    FSDP_TRY(a, read_llama_like(r, std::move(a)));
-  }
-  if (a.layers > kMaxHubLayers) {
-    return r.error(a.gpt2_names ? "n_layer" : "num_hidden_layers",
-                   str_cat("at most ", kMaxHubLayers, " layers"), str_cat(a.layers));
-  }
-  // 16 covers every dense tensor of a layer; experts add 3 each, plus the router's. Both factors
-  // are bounded before they are multiplied.
-  if (a.experts > kMaxHubTensors ||
-      (16 + 3 * a.experts + 2) * a.layers > kMaxHubTensors) {
-    return r.error(a.model_type == "mixtral" ? "num_local_experts" : "n_routed_experts",
-                   str_cat("a model of at most ", kMaxHubTensors, " tensors"),
-                   str_cat(a.experts, " experts in each of ", a.layers, " layers"));
-  }
-  return a;
-}
-
 // ---- building units ----------------------------------------------------------------------------
 
 // Bytes per element of activations: the compute dtype, bf16 for fp8 (MXFP8) weights.
-std::int64_t activation_width(const Arch& a) { return a.dtype == DType::kFp32 ? 4 : 2; }
+std::int64_t activation_width(const HubArch& a) { return a.dtype == DType::kFp32 ? 4 : 2; }
 
-std::string layer_prefix(const Arch& a, std::int64_t layer) {
+std::string layer_prefix(const HubArch& a, std::int64_t layer) {
   return a.gpt2_names ? str_cat("transformer.h.", layer, ".") : str_cat("model.layers.", layer, ".");
 }
 
@@ -308,7 +78,7 @@ struct Cost {
 };
 
 // Adds the norm's parameters (weight, plus bias for LayerNorm).
-void add_norm(const Arch& a, ParamList& list, const std::string& name, std::int64_t size,
+void add_norm(const HubArch& a, ParamList& list, const std::string& name, std::int64_t size,
               std::string_view field) {
   list.add(name + ".weight", {size}, field);
   if (a.gpt2_names) {
@@ -317,7 +87,7 @@ void add_norm(const Arch& a, ParamList& list, const std::string& name, std::int6
 }
 
 // Self-attention of one layer: parameters, and its share of FLOPs and stored activations.
-void add_attention(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
+void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
   const std::int64_t h = a.hidden;
   const std::int64_t w = activation_width(a);
   const std::int64_t q_dim = m.mul(a.heads, a.qk_head_dim);
@@ -392,7 +162,7 @@ void add_attention(const Arch& a, const std::string& p, ParamList& list, Arith& 
   c.activations.stored = m.add(c.activations.stored, m.mul(saved, w), m.mul(4, a.heads));
 }
 
-void add_dense_mlp(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c,
+void add_dense_mlp(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c,
                    std::int64_t inter, std::string_view module, std::string_view field) {
   const std::int64_t h = a.hidden;
   if (a.gpt2_names) {
@@ -423,7 +193,7 @@ void add_dense_mlp(const Arch& a, const std::string& p, ParamList& list, Arith& 
   c.activations.stored = m.add(c.activations.stored, m.mul(3, inter, activation_width(a)));
 }
 
-void add_moe(const Arch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
+void add_moe(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
   const std::int64_t h = a.hidden;
   const std::int64_t ie = a.expert_intermediate;
   const std::int64_t w = activation_width(a);
@@ -485,7 +255,7 @@ Expected<Unit> make_unit(std::string_view source, std::string name, ParamList& l
   return unit;
 }
 
-Expected<Unit> build_embedding(const Arch& a, std::string_view source) {
+Expected<Unit> build_embedding(const HubArch& a, std::string_view source) {
   ParamList list(source, a.dtype);
   Arith m;
   Cost c;
@@ -500,7 +270,7 @@ Expected<Unit> build_embedding(const Arch& a, std::string_view source) {
   return make_unit(source, "embedding", list, m, c);
 }
 
-Expected<Unit> build_layer(const Arch& a, std::string_view source, std::int64_t layer) {
+Expected<Unit> build_layer(const HubArch& a, std::string_view source, std::int64_t layer) {
   ParamList list(source, a.dtype);
   Arith m;
   Cost c;
@@ -533,7 +303,7 @@ Expected<Unit> build_layer(const Arch& a, std::string_view source, std::int64_t 
   return make_unit(source, str_cat("layers.", layer), list, m, c);
 }
 
-Expected<Unit> build_head(const Arch& a, std::string_view source) {
+Expected<Unit> build_head(const HubArch& a, std::string_view source) {
   ParamList list(source, a.dtype);
   Arith m;
   Cost c;
@@ -570,10 +340,8 @@ std::string default_name(const json& doc, std::string_view source) {
   return stem.empty() ? std::string("model") : std::string(stem);
 }
 
-Expected<Model> hub_config_to_model_impl(const json& doc, const std::string& source,
-                                         std::string name) {
-  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
-  FSDP_TRY(const Arch a, read_arch(r));
+Expected<Model> arch_to_model_impl(const HubArch& a, const std::string& source,
+                                   std::string name) {
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(a.layers) + 2);
   FSDP_TRY(Unit embedding, build_embedding(a, source));
@@ -584,9 +352,6 @@ Expected<Model> hub_config_to_model_impl(const json& doc, const std::string& sou
   }
   FSDP_TRY(Unit head, build_head(a, source));
   units.push_back(std::move(head));
-  if (name.empty()) {
-    name = default_name(doc, source);
-  }
   auto model = Model::make(std::move(name), std::move(units));
   if (!model) {
     return model.error().with_context(source);
@@ -596,11 +361,22 @@ Expected<Model> hub_config_to_model_impl(const json& doc, const std::string& sou
 
 }  // namespace
 
-std::span<const std::string_view> supported_model_types() { return kModelTypes; }
+Expected<Model> hub_arch_to_model(const HubArch& arch, std::string_view source, std::string name) {
+  try {
+    return arch_to_model_impl(arch, std::string(source),
+                              name.empty() ? std::string("model") : std::move(name));
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal, str_cat(source, ": unexpected error: ", e.what()));
+  }
+}
 
 Expected<Model> hub_config_to_model(const json& doc, std::string_view source, std::string name) {
   try {
-    return hub_config_to_model_impl(doc, std::string(source), std::move(name));
+    FSDP_TRY(const HubArch arch, read_hub_arch(doc, source));
+    if (name.empty()) {
+      name = default_name(doc, source);
+    }
+    return arch_to_model_impl(arch, std::string(source), std::move(name));
   } catch (const std::exception& e) {
     return Error(ErrorCode::kInternal, str_cat(source, ": unexpected error: ", e.what()));
   }

@@ -11,14 +11,12 @@
 #include <string_view>
 
 #include "core/base/expected.h"
+#include "core/model/hub_arch.h"
 #include "core/model/model.h"
 
 #include <nlohmann/json.hpp>
 
 namespace fsdp {
-
-// The model_type values the importer accepts.
-std::span<const std::string_view> supported_model_types();
 
 // Imports a hub config. `source` (usually the path) starts every error message, which names the
 // field, the expected and the actual value. The model is called `name` when it is non-empty, else
@@ -30,6 +28,12 @@ Expected<Model> import_hub_config(std::string_view text, std::string_view source
                                   std::string name = {});
 Expected<Model> hub_config_to_model(const nlohmann::json& doc, std::string_view source,
                                     std::string name = {});
+
+// The Model of an architecture read by read_hub_arch (and maybe shrunk by apply_hub_overrides),
+// called `name` ("model" when empty); `source` starts the errors (counts that overflow int64).
+// hub_config_to_model is read_hub_arch followed by this.
+Expected<Model> hub_arch_to_model(const HubArch& arch, std::string_view source,
+                                  std::string name);
 
 // Limits that keep a hostile config from asking for billions of tensor records.
 inline constexpr std::int64_t kMaxHubLayers = 10000;
