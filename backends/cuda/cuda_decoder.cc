@@ -125,8 +125,8 @@ class CudaKernels final : public backend::DecoderKernels {
         launch_embedding_backward(tokens, rows, vocab, hidden, dout, dtable, stream_));
   }
   void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x, const float* weight,
-                       float* inv_rms, float* out) override {
-    FSDP_CUDA_ENQUEUE(launch_rmsnorm_forward(rows, dim, x, weight, inv_rms, out, stream_));
+                       float eps, float* inv_rms, float* out) override {
+    FSDP_CUDA_ENQUEUE(launch_rmsnorm_forward(rows, dim, x, weight, eps, inv_rms, out, stream_));
   }
   void rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x, const float* weight,
                         const float* inv_rms, const float* dout, float* dx,
@@ -139,6 +139,42 @@ class CudaKernels final : public backend::DecoderKernels {
   }
   void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) override {
     FSDP_CUDA_ENQUEUE(launch_gelu_backward(n, u, da, du, stream_));
+  }
+  void add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y) override {
+    FSDP_CUDA_ENQUEUE(launch_add_bias(rows, cols, bias, y, stream_));
+  }
+  void bias_backward(std::int64_t rows, std::int64_t cols, const float* dy, float* dbias) override {
+    FSDP_CUDA_ENQUEUE(launch_bias_backward(rows, cols, dy, dbias, stream_));
+  }
+  void rope_forward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                    std::int64_t head_dim, double theta, float* x) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_rope(rows, seq_len, heads, head_dim, theta, /*backward=*/false, x, stream_));
+  }
+  void rope_backward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                     std::int64_t head_dim, double theta, float* dx) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_rope(rows, seq_len, heads, head_dim, theta, /*backward=*/true, dx, stream_));
+  }
+  void attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                         std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                         const float* k, const float* v, float* out, float* lse) override {
+    FSDP_CUDA_ENQUEUE(launch_attention_forward(batch, seq_len, heads, kv_heads, head_dim, q, k, v,
+                                               out, lse, stream_));
+  }
+  void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          const float* dout, float* dq, float* dk, float* dv) override {
+    FSDP_CUDA_ENQUEUE(launch_attention_backward(batch, seq_len, heads, kv_heads, head_dim, q, k, v,
+                                                out, lse, dout, dq, dk, dv, stream_));
+  }
+  void swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out) override {
+    FSDP_CUDA_ENQUEUE(launch_swiglu_forward(n, gate, up, out, stream_));
+  }
+  void swiglu_backward(std::int64_t n, const float* gate, const float* up, const float* dout,
+                       float* dgate, float* dup) override {
+    FSDP_CUDA_ENQUEUE(launch_swiglu_backward(n, gate, up, dout, dgate, dup, stream_));
   }
   void softmax_cross_entropy(std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                              const float* logits, float* probs, double* row_loss) override {
@@ -174,6 +210,13 @@ class CudaKernels final : public backend::DecoderKernels {
 };
 
 }  // namespace
+
+Expected<std::unique_ptr<backend::DecoderKernels>> make_cuda_kernels(int ordinal,
+                                                                     cudaStream_t stream) {
+  auto kernels = std::make_unique<CudaKernels>(ordinal, stream);
+  FSDP_RETURN_IF_ERROR(kernels->init());
+  return std::unique_ptr<backend::DecoderKernels>(std::move(kernels));
+}
 
 Expected<std::unique_ptr<CudaDecoder>> CudaDecoder::make(const backend::DecoderConfig& config,
                                                          std::int64_t num_microbatches,

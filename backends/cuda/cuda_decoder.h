@@ -17,9 +17,15 @@
 
 #include "backends/model/decoder.h"
 #include "backends/model/decoder_driver.h"
+#include "backends/model/decoder_kernels.h"
 #include "core/base/expected.h"
 
 namespace fsdp::cuda {
+
+// The CUDA kernel set alone (what CudaDecoder runs on), on device `ordinal` and `stream`; its
+// pointers are device memory. Errors: cuBLAS handle creation (kUnavailable).
+Expected<std::unique_ptr<backend::DecoderKernels>> make_cuda_kernels(int ordinal,
+                                                                     cudaStream_t stream);
 
 class CudaDecoder : public backend::DecoderDriver {
  public:

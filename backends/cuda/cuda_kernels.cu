@@ -14,7 +14,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxMembers = 64;  // members per pack/unpack/reduce launch (kernel parameter size)
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluA = 0.044715;
-constexpr double kRmsNormEps = 1e-5;  // backend::kRmsNormEps
 
 unsigned blocks_for(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;
@@ -157,7 +156,7 @@ __global__ void embedding_backward_kernel(const std::int32_t* tokens, std::int64
 }
 
 __global__ void rmsnorm_forward_kernel(std::int64_t dim, const float* x, const float* weight,
-                                       float* inv_rms, float* out) {
+                                       float eps, float* inv_rms, float* out) {
   const std::int64_t t = blockIdx.x;
   const float* xr = x + t * dim;
   double sum_sq = 0.0;
@@ -165,7 +164,8 @@ __global__ void rmsnorm_forward_kernel(std::int64_t dim, const float* x, const f
     sum_sq += static_cast<double>(xr[j]) * xr[j];
   }
   sum_sq = block_reduce<false>(sum_sq);
-  const float inv = static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(dim) + kRmsNormEps));
+  const float inv =
+      static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(dim) + static_cast<double>(eps)));
   if (threadIdx.x == 0) inv_rms[t] = inv;
   for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
     out[t * dim + j] = static_cast<float>(static_cast<double>(xr[j]) * inv * weight[j]);
@@ -215,6 +215,209 @@ __global__ void gelu_backward_kernel(std::int64_t n, const float* u, const float
     const double d =
         0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluC * (1.0 + 3.0 * kGeluA * x * x);
     du[i] = static_cast<float>(da[i] * d);
+  }
+}
+
+__global__ void add_bias_kernel(std::int64_t rows, std::int64_t cols, const float* bias, float* y) {
+  FSDP_GRID_LOOP(i, rows * cols) { y[i] = y[i] + bias[i % cols]; }
+}
+__global__ void bias_backward_kernel(std::int64_t rows, std::int64_t cols, const float* dy,
+                                     float* dbias) {
+  FSDP_GRID_LOOP(c, cols) {
+    double sum = 0.0;
+    for (std::int64_t r = 0; r < rows; ++r) sum += dy[r * cols + c];
+    dbias[c] = static_cast<float>(sum);
+  }
+}
+
+// One thread per (row, head, pair i < head_dim / 2); sign = +1 forward, -1 backward.
+__global__ void rope_kernel(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                            std::int64_t head_dim, double theta, double sign, float* x) {
+  const std::int64_t half = head_dim / 2;
+  FSDP_GRID_LOOP(e, rows * heads * half) {
+    const std::int64_t i = e % half;
+    const std::int64_t rh = e / half;  // row * heads + head
+    const std::int64_t r = rh / heads;
+    const double inv_freq =
+        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double a = static_cast<double>(r % seq_len) * inv_freq;
+    const double c = cos(a);
+    const double sn = sign * sin(a);
+    float* xh = x + rh * head_dim;
+    const double x1 = xh[i];
+    const double x2 = xh[i + half];
+    xh[i] = static_cast<float>(x1 * c - x2 * sn);
+    xh[i + half] = static_cast<float>(x2 * c + x1 * sn);
+  }
+}
+
+__device__ double dot_d(const float* a, const float* b, std::int64_t n) {
+  double s = 0.0;
+  for (std::int64_t c = 0; c < n; ++c) s += static_cast<double>(a[c]) * b[c];
+  return s;
+}
+
+// The attention tensors' layout (backends/model/kernels.h): token row r = b * seq + i; query
+// head h of row r at (r * heads + h) * d, kv head g at (r * kv_heads + g) * d.
+struct AttnShape {
+  std::int64_t seq;
+  std::int64_t heads;
+  std::int64_t kv_heads;
+  std::int64_t d;
+  double scale;  // 1 / sqrt(d)
+};
+
+// One block per (query row, head): the scores are recomputed in each pass (max, sum, output)
+// rather than kept, so no pass depends on the sequence length fitting in shared memory; the
+// output pass handles kThreads keys at a time: their probabilities in shared memory, then each
+// thread sums one output column over them, in key order.
+__global__ void attention_forward_kernel(AttnShape sh, const float* q, const float* k,
+                                         const float* v, float* out, float* lse) {
+  __shared__ double p[kThreads];
+  const std::int64_t rh = blockIdx.x;  // row * heads + h
+  const std::int64_t row = rh / sh.heads;
+  const std::int64_t h = rh % sh.heads;
+  const std::int64_t g = h / (sh.heads / sh.kv_heads);
+  const std::int64_t i = row % sh.seq;
+  const std::int64_t first = row - i;  // row of key 0 of this sample
+  const float* qi = q + rh * sh.d;
+  auto score = [&](std::int64_t j) {
+    return dot_d(qi, k + ((first + j) * sh.kv_heads + g) * sh.d, sh.d) * sh.scale;
+  };
+  double m = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmax(m, score(j));
+  m = block_reduce<true>(m);
+  double sum = 0.0;
+  for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) sum += exp(score(j) - m);
+  sum = block_reduce<false>(sum);
+  const double log_sum = m + log(sum);
+  if (threadIdx.x == 0) lse[rh] = static_cast<float>(log_sum);
+  for (std::int64_t c0 = 0; c0 < sh.d; c0 += blockDim.x) {
+    const std::int64_t c = c0 + threadIdx.x;
+    double acc = 0.0;
+    for (std::int64_t j0 = 0; j0 <= i; j0 += blockDim.x) {
+      const std::int64_t j = j0 + threadIdx.x;
+      p[threadIdx.x] = j <= i ? exp(score(j) - log_sum) : 0.0;
+      __syncthreads();
+      const std::int64_t n = min(static_cast<std::int64_t>(blockDim.x), i + 1 - j0);
+      if (c < sh.d) {
+        for (std::int64_t t = 0; t < n; ++t) {
+          acc += p[t] * v[((first + j0 + t) * sh.kv_heads + g) * sh.d + c];
+        }
+      }
+      __syncthreads();
+    }
+    if (c < sh.d) out[rh * sh.d + c] = static_cast<float>(acc);
+  }
+}
+
+// dq: one block per (query row, head); dS of kThreads keys at a time in shared memory.
+__global__ void attention_backward_dq_kernel(AttnShape sh, const float* q, const float* k,
+                                             const float* v, const float* out, const float* lse,
+                                             const float* dout, float* dq) {
+  __shared__ double ds[kThreads];
+  const std::int64_t rh = blockIdx.x;
+  const std::int64_t row = rh / sh.heads;
+  const std::int64_t h = rh % sh.heads;
+  const std::int64_t g = h / (sh.heads / sh.kv_heads);
+  const std::int64_t i = row % sh.seq;
+  const std::int64_t first = row - i;
+  const float* qi = q + rh * sh.d;
+  const float* gi = dout + rh * sh.d;
+  const double l = lse[rh];
+  const double di = dot_d(gi, out + rh * sh.d, sh.d);
+  for (std::int64_t c0 = 0; c0 < sh.d; c0 += blockDim.x) {
+    const std::int64_t c = c0 + threadIdx.x;
+    double acc = 0.0;
+    for (std::int64_t j0 = 0; j0 <= i; j0 += blockDim.x) {
+      const std::int64_t j = j0 + threadIdx.x;
+      double dsj = 0.0;
+      if (j <= i) {
+        const std::int64_t kv = ((first + j) * sh.kv_heads + g) * sh.d;
+        const double pij = exp(dot_d(qi, k + kv, sh.d) * sh.scale - l);
+        dsj = pij * (dot_d(gi, v + kv, sh.d) - di);
+      }
+      ds[threadIdx.x] = dsj;
+      __syncthreads();
+      const std::int64_t n = min(static_cast<std::int64_t>(blockDim.x), i + 1 - j0);
+      if (c < sh.d) {
+        for (std::int64_t t = 0; t < n; ++t) {
+          acc += ds[t] * k[((first + j0 + t) * sh.kv_heads + g) * sh.d + c];
+        }
+      }
+      __syncthreads();
+    }
+    if (c < sh.d) dq[rh * sh.d + c] = static_cast<float>(acc * sh.scale);
+  }
+}
+
+// dk, dv: one block per (key row, kv head): over the group's query heads in order, then over the
+// sample's queries i >= j in order (the host's order), kThreads queries at a time in shared
+// memory. No atomics: each block owns its outputs.
+__global__ void attention_backward_dkv_kernel(AttnShape sh, const float* q, const float* k,
+                                              const float* v, const float* out, const float* lse,
+                                              const float* dout, float* dk, float* dv) {
+  __shared__ double p[kThreads];
+  __shared__ double ds[kThreads];
+  const std::int64_t rg = blockIdx.x;  // row * kv_heads + g
+  const std::int64_t row = rg / sh.kv_heads;
+  const std::int64_t g = rg % sh.kv_heads;
+  const std::int64_t j = row % sh.seq;
+  const std::int64_t first = row - j;
+  const std::int64_t group = sh.heads / sh.kv_heads;
+  const float* kj = k + rg * sh.d;
+  const float* vj = v + rg * sh.d;
+  for (std::int64_t c0 = 0; c0 < sh.d; c0 += blockDim.x) {
+    const std::int64_t c = c0 + threadIdx.x;
+    double dk_acc = 0.0;
+    double dv_acc = 0.0;
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+      for (std::int64_t i0 = j; i0 < sh.seq; i0 += blockDim.x) {
+        const std::int64_t i = i0 + threadIdx.x;
+        double pij = 0.0;
+        double dsij = 0.0;
+        if (i < sh.seq) {
+          const std::int64_t qh = ((first + i) * sh.heads + h);
+          const float* gi = dout + qh * sh.d;
+          pij = exp(dot_d(q + qh * sh.d, kj, sh.d) * sh.scale - static_cast<double>(lse[qh]));
+          dsij = pij * (dot_d(gi, vj, sh.d) - dot_d(gi, out + qh * sh.d, sh.d));
+        }
+        p[threadIdx.x] = pij;
+        ds[threadIdx.x] = dsij;
+        __syncthreads();
+        const std::int64_t n = min(static_cast<std::int64_t>(blockDim.x), sh.seq - i0);
+        if (c < sh.d) {
+          for (std::int64_t t = 0; t < n; ++t) {
+            const std::int64_t qh = ((first + i0 + t) * sh.heads + h) * sh.d + c;
+            dk_acc += ds[t] * q[qh];
+            dv_acc += p[t] * dout[qh];
+          }
+        }
+        __syncthreads();
+      }
+    }
+    if (c < sh.d) {
+      dk[rg * sh.d + c] = static_cast<float>(dk_acc * sh.scale);
+      dv[rg * sh.d + c] = static_cast<float>(dv_acc);
+    }
+  }
+}
+
+__global__ void swiglu_forward_kernel(std::int64_t n, const float* gate, const float* up,
+                                      float* out) {
+  FSDP_GRID_LOOP(i, n) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + exp(-g)) * up[i]);
+  }
+}
+__global__ void swiglu_backward_kernel(std::int64_t n, const float* gate, const float* up,
+                                       const float* dout, float* dgate, float* dup) {
+  FSDP_GRID_LOOP(i, n) {
+    const double g = gate[i];
+    const double sig = 1.0 / (1.0 + exp(-g));
+    dup[i] = static_cast<float>(dout[i] * (g * sig));
+    dgate[i] =
+        static_cast<float>(static_cast<double>(dout[i]) * up[i] * sig * (1.0 + g * (1.0 - sig)));
   }
 }
 
@@ -339,9 +542,9 @@ cudaError_t launch_embedding_backward(const std::int32_t* tokens, std::int64_t r
   FSDP_LAUNCH(hidden, embedding_backward_kernel, tokens, rows, hidden, dout, dtable);
 }
 cudaError_t launch_rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
-                                   const float* weight, float* inv_rms, float* out,
+                                   const float* weight, float eps, float* inv_rms, float* out,
                                    cudaStream_t stream) {
-  FSDP_LAUNCH_ROWS(rows, rmsnorm_forward_kernel, dim, x, weight, inv_rms, out);
+  FSDP_LAUNCH_ROWS(rows, rmsnorm_forward_kernel, dim, x, weight, eps, inv_rms, out);
 }
 cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
                                     const float* weight, const float* inv_rms, const float* dout,
@@ -360,6 +563,85 @@ cudaError_t launch_gelu_forward(std::int64_t n, const float* u, float* a, cudaSt
 cudaError_t launch_gelu_backward(std::int64_t n, const float* u, const float* da, float* du,
                                  cudaStream_t stream) {
   FSDP_LAUNCH(n, gelu_backward_kernel, n, u, da, du);
+}
+cudaError_t launch_add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y,
+                            cudaStream_t stream) {
+  FSDP_LAUNCH(rows * cols, add_bias_kernel, rows, cols, bias, y);
+}
+cudaError_t launch_bias_backward(std::int64_t rows, std::int64_t cols, const float* dy,
+                                 float* dbias, cudaStream_t stream) {
+  FSDP_LAUNCH(cols, bias_backward_kernel, rows, cols, dy, dbias);
+}
+cudaError_t launch_rope(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                        std::int64_t head_dim, double theta, bool backward, float* x,
+                        cudaStream_t stream) {
+  FSDP_LAUNCH(rows * heads * (head_dim / 2), rope_kernel, rows, seq_len, heads, head_dim, theta,
+              backward ? -1.0 : 1.0, x);
+}
+
+namespace {
+
+// Grid of one block per (row, head): bounded by the x dimension's 2^31 - 1.
+cudaError_t attention_grid(std::int64_t blocks, unsigned* grid) {
+  if (blocks > 2147483647) return cudaErrorInvalidConfiguration;
+  *grid = static_cast<unsigned>(blocks);
+  return cudaSuccess;
+}
+
+AttnShape attn_shape(std::int64_t seq_len, std::int64_t heads, std::int64_t kv_heads,
+                     std::int64_t head_dim) {
+  return AttnShape{seq_len, heads, kv_heads, head_dim,
+                   1.0 / sqrt(static_cast<double>(head_dim))};
+}
+
+}  // namespace
+
+cudaError_t launch_attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                     std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                                     const float* k, const float* v, float* out, float* lse,
+                                     cudaStream_t stream) {
+  if (kv_heads <= 0 || heads % kv_heads != 0) return cudaErrorInvalidValue;
+  if (batch * seq_len * heads <= 0 || head_dim <= 0) return cudaSuccess;
+  unsigned grid = 0;
+  if (const cudaError_t e = attention_grid(batch * seq_len * heads, &grid); e != cudaSuccess) {
+    return e;
+  }
+  (void)cudaGetLastError();  // a stale error is not this launch's
+  attention_forward_kernel<<<grid, kThreads, 0, stream>>>(
+      attn_shape(seq_len, heads, kv_heads, head_dim), q, k, v, out, lse);
+  return cudaGetLastError();
+}
+cudaError_t launch_attention_backward(std::int64_t batch, std::int64_t seq_len,
+                                      std::int64_t heads, std::int64_t kv_heads,
+                                      std::int64_t head_dim, const float* q, const float* k,
+                                      const float* v, const float* out, const float* lse,
+                                      const float* dout, float* dq, float* dk, float* dv,
+                                      cudaStream_t stream) {
+  if (kv_heads <= 0 || heads % kv_heads != 0) return cudaErrorInvalidValue;
+  if (batch * seq_len * heads <= 0 || head_dim <= 0) return cudaSuccess;
+  const AttnShape sh = attn_shape(seq_len, heads, kv_heads, head_dim);
+  unsigned grid = 0;
+  if (const cudaError_t e = attention_grid(batch * seq_len * heads, &grid); e != cudaSuccess) {
+    return e;
+  }
+  (void)cudaGetLastError();  // a stale error is not this launch's
+  attention_backward_dq_kernel<<<grid, kThreads, 0, stream>>>(sh, q, k, v, out, lse, dout, dq);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (const cudaError_t e = attention_grid(batch * seq_len * kv_heads, &grid); e != cudaSuccess) {
+    return e;
+  }
+  attention_backward_dkv_kernel<<<grid, kThreads, 0, stream>>>(sh, q, k, v, out, lse, dout, dk,
+                                                                dv);
+  return cudaGetLastError();
+}
+cudaError_t launch_swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out,
+                                  cudaStream_t stream) {
+  FSDP_LAUNCH(n, swiglu_forward_kernel, n, gate, up, out);
+}
+cudaError_t launch_swiglu_backward(std::int64_t n, const float* gate, const float* up,
+                                   const float* dout, float* dgate, float* dup,
+                                   cudaStream_t stream) {
+  FSDP_LAUNCH(n, swiglu_backward_kernel, n, gate, up, dout, dgate, dup);
 }
 cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
                                          const std::int32_t* targets, const float* logits,

@@ -49,7 +49,7 @@ cudaError_t launch_embedding_backward(const std::int32_t* tokens, std::int64_t r
                                       std::int64_t vocab, std::int64_t hidden, const float* dout,
                                       float* dtable, cudaStream_t stream);
 cudaError_t launch_rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
-                                   const float* weight, float* inv_rms, float* out,
+                                   const float* weight, float eps, float* inv_rms, float* out,
                                    cudaStream_t stream);
 cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
                                     const float* weight, const float* inv_rms, const float* dout,
@@ -57,6 +57,34 @@ cudaError_t launch_rmsnorm_backward(std::int64_t rows, std::int64_t dim, const f
 cudaError_t launch_gelu_forward(std::int64_t n, const float* u, float* a, cudaStream_t stream);
 cudaError_t launch_gelu_backward(std::int64_t n, const float* u, const float* da, float* du,
                                  cudaStream_t stream);
+// y[r,c] += bias[c]; dbias[c] = sum_r dy[r,c] (overwritten; one thread per column walks the
+// rows in order in double, as the host does).
+cudaError_t launch_add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y,
+                            cudaStream_t stream);
+cudaError_t launch_bias_backward(std::int64_t rows, std::int64_t cols, const float* dy,
+                                 float* dbias, cudaStream_t stream);
+// RoPE in place (rotate_half convention); backward rotates by the negative angle.
+cudaError_t launch_rope(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                        std::int64_t head_dim, double theta, bool backward, float* x,
+                        cudaStream_t stream);
+// Causal grouped-query attention and its gradients (dq, dk, dv overwritten). Deterministic: one
+// block per (query row, head) for out, lse and dq, one per (key row, kv head) for dk and dv, no
+// atomics. cudaErrorInvalidValue when kv_heads does not divide heads.
+cudaError_t launch_attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                     std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                                     const float* k, const float* v, float* out, float* lse,
+                                     cudaStream_t stream);
+cudaError_t launch_attention_backward(std::int64_t batch, std::int64_t seq_len,
+                                      std::int64_t heads, std::int64_t kv_heads,
+                                      std::int64_t head_dim, const float* q, const float* k,
+                                      const float* v, const float* out, const float* lse,
+                                      const float* dout, float* dq, float* dk, float* dv,
+                                      cudaStream_t stream);
+cudaError_t launch_swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out,
+                                  cudaStream_t stream);
+cudaError_t launch_swiglu_backward(std::int64_t n, const float* gate, const float* up,
+                                   const float* dout, float* dgate, float* dup,
+                                   cudaStream_t stream);
 // probs = softmax(logits) per row; row_loss[t] = log-sum-exp - (z[target] - max), in double (the
 // decoder driver averages the rows in order, for the host kernel set as for this one).
 cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,

@@ -293,8 +293,8 @@ void DecoderDriver::compute_intermediates(std::int32_t unit, std::int32_t mb,
   const std::int64_t h = config_.hidden;
   s.inv_rms = floats(tokens_);
   s.normed = floats(tokens_ * h);
-  kernels_->rmsnorm_forward(tokens_, h, s.x.as<float>(), params[0], s.inv_rms.as<float>(),
-                            s.normed.as<float>());
+  kernels_->rmsnorm_forward(tokens_, h, s.x.as<float>(), params[0], kRmsNormEps,
+                            s.inv_rms.as<float>(), s.normed.as<float>());
   if (is_head(unit)) {
     const std::int64_t v = config_.vocab;
     DeviceArray logits = floats(tokens_ * v);

@@ -25,6 +25,9 @@
 
 namespace fsdp::backend {
 
+// The epsilon of the decoder's rmsnorms (HF Llama's default rms_norm_eps is 1e-5 too).
+inline constexpr float kRmsNormEps = 1e-5F;
+
 class DecoderKernels;
 
 // Owning handle of `bytes` of device memory from a kernel set (move-only). The kernel set must
@@ -100,9 +103,10 @@ class DecoderKernels {
   // (overwrites dtable).
   virtual void embedding_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t vocab,
                                   std::int64_t hidden, const float* dout, float* dtable) = 0;
-  // out = x * inv_rms[t] * weight; inv_rms[t] = 1 / sqrt(mean_j x[t,j]^2 + kRmsNormEps).
+  // out = x * inv_rms[t] * weight; inv_rms[t] = 1 / sqrt(mean_j x[t,j]^2 + eps) (the decoder
+  // passes kRmsNormEps).
   virtual void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x,
-                               const float* weight, float* inv_rms, float* out) = 0;
+                               const float* weight, float eps, float* inv_rms, float* out) = 0;
   // dx and dweight (both overwritten) from dout at the norm's output.
   virtual void rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x,
                                 const float* weight, const float* inv_rms, const float* dout,
@@ -110,6 +114,41 @@ class DecoderKernels {
   // a = gelu(u) (tanh approximation); du = da * gelu'(u).
   virtual void gelu_forward(std::int64_t n, const float* u, float* a) = 0;
   virtual void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) = 0;
+  // y[r,c] += bias[c], r < rows, c < cols (fp32 add).
+  virtual void add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y) = 0;
+  // dbias[c] = sum_r dy[r,c] (overwrites; summed in row order in double, rounded once).
+  virtual void bias_backward(std::int64_t rows, std::int64_t cols, const float* dy,
+                             float* dbias) = 0;
+  // RoPE in place on x (rows x heads*head_dim), HF Llama's rotate_half convention: row r is at
+  // position p = r % seq_len; for each head and i < head_dim/2, a = p * theta^(-2i/head_dim) in
+  // double: (x_i, x_{i+d/2}) <- (x_i cos a - x_{i+d/2} sin a, x_{i+d/2} cos a + x_i sin a).
+  // head_dim is even (the driver checks).
+  virtual void rope_forward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                            std::int64_t head_dim, double theta, float* x) = 0;
+  // In place: the transpose of rope_forward (rotation by -a), the gradient at its input.
+  virtual void rope_backward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                             std::int64_t head_dim, double theta, float* dx) = 0;
+  // Causal grouped-query attention over rows = batch * seq_len tokens (sample b's token i is row
+  // b*seq_len + i). q, out: rows x heads*head_dim; k, v: rows x kv_heads*head_dim; query head h
+  // reads kv head h / (heads / kv_heads). s_ij = (q_i . k_j) / sqrt(head_dim) for keys j <= i of
+  // the same sample; out_i = sum_j softmax_j(s_i) v_j; lse (rows x heads) = log sum_{j<=i}
+  // exp(s_ij), computed stably.
+  virtual void attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                 std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                                 const float* k, const float* v, float* out, float* lse) = 0;
+  // dq, dk, dv (overwritten; dk and dv summed over the query heads that share a kv head) from
+  // dout: P = exp(s - lse) recomputed, D_i = dout_i . out_i, dP = dout v^T,
+  // dS = P * (dP - D), dq = dS k / sqrt(d), dk = dS^T q / sqrt(d), dv = P^T dout. Deterministic.
+  virtual void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                  std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                                  const float* k, const float* v, const float* out,
+                                  const float* lse, const float* dout, float* dq, float* dk,
+                                  float* dv) = 0;
+  // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+  virtual void swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out) = 0;
+  // dup = dout * silu(gate); dgate = dout * up * sig(gate) * (1 + gate * (1 - sig(gate))).
+  virtual void swiglu_backward(std::int64_t n, const float* gate, const float* up,
+                               const float* dout, float* dgate, float* dup) = 0;
   // probs = softmax of each logits row; row_loss[t] = -log probs[t, targets[t]] in double (by
   // log-sum-exp). The driver averages the rows in order.
   virtual void softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,

@@ -65,8 +65,8 @@ class HostKernels final : public DecoderKernels {
     backend::embedding_backward(ids(tokens, rows), vocab, hidden, dout, dtable);
   }
   void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x, const float* weight,
-                       float* inv_rms, float* out) override {
-    backend::rmsnorm_forward(rows, dim, x, weight, inv_rms, out);
+                       float eps, float* inv_rms, float* out) override {
+    backend::rmsnorm_forward(rows, dim, x, weight, eps, inv_rms, out);
   }
   void rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x, const float* weight,
                         const float* inv_rms, const float* dout, float* dx,
@@ -78,6 +78,39 @@ class HostKernels final : public DecoderKernels {
   }
   void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) override {
     backend::gelu_backward(n, u, da, du);
+  }
+  void add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y) override {
+    backend::add_bias(rows, cols, bias, y);
+  }
+  void bias_backward(std::int64_t rows, std::int64_t cols, const float* dy, float* dbias) override {
+    backend::bias_backward(rows, cols, dy, dbias);
+  }
+  void rope_forward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                    std::int64_t head_dim, double theta, float* x) override {
+    backend::rope_forward(rows, seq_len, heads, head_dim, theta, x);
+  }
+  void rope_backward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                     std::int64_t head_dim, double theta, float* dx) override {
+    backend::rope_backward(rows, seq_len, heads, head_dim, theta, dx);
+  }
+  void attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                         std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                         const float* k, const float* v, float* out, float* lse) override {
+    backend::attention_forward(batch, seq_len, heads, kv_heads, head_dim, q, k, v, out, lse);
+  }
+  void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          const float* dout, float* dq, float* dk, float* dv) override {
+    backend::attention_backward(batch, seq_len, heads, kv_heads, head_dim, q, k, v, out, lse, dout,
+                                dq, dk, dv);
+  }
+  void swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out) override {
+    backend::swiglu_forward(n, gate, up, out);
+  }
+  void swiglu_backward(std::int64_t n, const float* gate, const float* up, const float* dout,
+                       float* dgate, float* dup) override {
+    backend::swiglu_backward(n, gate, up, dout, dgate, dup);
   }
   void softmax_cross_entropy(std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                              const float* logits, float* probs, double* row_loss) override {

@@ -73,7 +73,7 @@ void embedding_backward(std::span<const std::int32_t> tokens, std::int64_t vocab
 }
 
 void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x, const float* weight,
-                     float* inv_rms, float* out) {
+                     float eps, float* inv_rms, float* out) {
   const std::size_t d = idx(dim);
   for (std::size_t t = 0; t < idx(rows); ++t) {
     const float* xr = x + t * d;
@@ -81,8 +81,8 @@ void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x, const 
     for (std::size_t j = 0; j < d; ++j) {
       sum_sq += static_cast<double>(xr[j]) * xr[j];
     }
-    const float inv =
-        static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + kRmsNormEps));
+    const float inv = static_cast<float>(
+        1.0 / std::sqrt(sum_sq / static_cast<double>(d) + static_cast<double>(eps)));
     inv_rms[t] = inv;
     for (std::size_t j = 0; j < d; ++j) {
       out[t * d + j] = static_cast<float>(static_cast<double>(xr[j]) * inv * weight[j]);
@@ -131,6 +131,228 @@ void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) {
     const double d =
         0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluC * (1.0 + 3.0 * kGeluA * x * x);
     du[i] = static_cast<float>(da[i] * d);
+  }
+}
+
+void add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y) {
+  const std::size_t c = idx(cols);
+  for (std::size_t r = 0; r < idx(rows); ++r) {
+    for (std::size_t j = 0; j < c; ++j) {
+      y[r * c + j] += bias[j];
+    }
+  }
+}
+
+void bias_backward(std::int64_t rows, std::int64_t cols, const float* dy, float* dbias) {
+  const std::size_t c = idx(cols);
+  std::vector<double> sum(c, 0.0);
+  for (std::size_t r = 0; r < idx(rows); ++r) {
+    for (std::size_t j = 0; j < c; ++j) {
+      sum[j] += dy[r * c + j];
+    }
+  }
+  for (std::size_t j = 0; j < c; ++j) {
+    dbias[j] = static_cast<float>(sum[j]);
+  }
+}
+
+namespace {
+
+// Rotates every head's pairs (x_i, x_{i+d/2}) of each row by sign * angle(position, i).
+void rope_rotate(std::int64_t rows, std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
+                 double theta, double sign, float* x) {
+  const std::size_t half = idx(head_dim / 2);
+  const std::size_t d = idx(head_dim);
+  std::vector<double> inv_freq(half);
+  for (std::size_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  }
+  for (std::size_t r = 0; r < idx(rows); ++r) {
+    const auto pos = static_cast<double>(r % idx(seq_len));
+    for (std::size_t i = 0; i < half; ++i) {
+      const double a = pos * inv_freq[i];
+      const double c = std::cos(a);
+      const double sn = sign * std::sin(a);
+      for (std::size_t h = 0; h < idx(heads); ++h) {
+        float* xh = x + (r * idx(heads) + h) * d;
+        const double x1 = xh[i];
+        const double x2 = xh[i + half];
+        xh[i] = static_cast<float>(x1 * c - x2 * sn);
+        xh[i + half] = static_cast<float>(x2 * c + x1 * sn);
+      }
+    }
+  }
+}
+
+double dot(const float* a, const float* b, std::size_t n) {
+  double s = 0.0;
+  for (std::size_t c = 0; c < n; ++c) {
+    s += static_cast<double>(a[c]) * b[c];
+  }
+  return s;
+}
+
+// Row strides and offsets of the attention tensors of one (sample, head).
+struct AttentionShape {
+  std::size_t s;       // seq_len
+  std::size_t d;       // head_dim
+  std::size_t q_row;   // heads * head_dim
+  std::size_t kv_row;  // kv_heads * head_dim
+  std::size_t heads;
+  std::size_t group;  // heads / kv_heads
+  double scale;       // 1 / sqrt(head_dim)
+
+  AttentionShape(std::int64_t seq_len, std::int64_t num_heads, std::int64_t kv_heads,
+                 std::int64_t head_dim)
+      : s(idx(seq_len)),
+        d(idx(head_dim)),
+        q_row(idx(num_heads * head_dim)),
+        kv_row(idx(kv_heads * head_dim)),
+        heads(idx(num_heads)),
+        group(idx(num_heads / kv_heads)),
+        scale(1.0 / std::sqrt(static_cast<double>(head_dim))) {}
+  // Element offsets of token i of sample b, query head h / kv head g.
+  std::size_t q(std::size_t b, std::size_t i, std::size_t h) const {
+    return (b * s + i) * q_row + h * d;
+  }
+  std::size_t kv(std::size_t b, std::size_t j, std::size_t g) const {
+    return (b * s + j) * kv_row + g * d;
+  }
+};
+
+}  // namespace
+
+void rope_forward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                  std::int64_t head_dim, double theta, float* x) {
+  rope_rotate(rows, seq_len, heads, head_dim, theta, /*sign=*/1.0, x);
+}
+
+void rope_backward(std::int64_t rows, std::int64_t seq_len, std::int64_t heads,
+                   std::int64_t head_dim, double theta, float* dx) {
+  rope_rotate(rows, seq_len, heads, head_dim, theta, /*sign=*/-1.0, dx);
+}
+
+void attention_forward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                       std::int64_t kv_heads, std::int64_t head_dim, const float* q, const float* k,
+                       const float* v, float* out, float* lse) {
+  FSDP_CHECK(kv_heads > 0 && heads % kv_heads == 0)
+      << "attention: kv_heads " << kv_heads << " must divide heads " << heads;
+  const AttentionShape sh(seq_len, heads, kv_heads, head_dim);
+  std::vector<double> score(sh.s);
+  std::vector<double> acc(sh.d);
+  for (std::size_t b = 0; b < idx(batch); ++b) {
+    for (std::size_t h = 0; h < sh.heads; ++h) {
+      const std::size_t g = h / sh.group;
+      for (std::size_t i = 0; i < sh.s; ++i) {
+        const float* qi = q + sh.q(b, i, h);
+        double max = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j <= i; ++j) {
+          score[j] = dot(qi, k + sh.kv(b, j, g), sh.d) * sh.scale;
+          max = std::max(max, score[j]);
+        }
+        double sum = 0.0;
+        for (std::size_t j = 0; j <= i; ++j) {
+          sum += std::exp(score[j] - max);
+        }
+        const double log_sum = max + std::log(sum);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::size_t j = 0; j <= i; ++j) {
+          const double p = std::exp(score[j] - log_sum);
+          const float* vj = v + sh.kv(b, j, g);
+          for (std::size_t c = 0; c < sh.d; ++c) {
+            acc[c] += p * vj[c];
+          }
+        }
+        float* oi = out + sh.q(b, i, h);
+        for (std::size_t c = 0; c < sh.d; ++c) {
+          oi[c] = static_cast<float>(acc[c]);
+        }
+        lse[(b * sh.s + i) * sh.heads + h] = static_cast<float>(log_sum);
+      }
+    }
+  }
+}
+
+void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                        std::int64_t kv_heads, std::int64_t head_dim, const float* q,
+                        const float* k, const float* v, const float* out, const float* lse,
+                        const float* dout, float* dq, float* dk, float* dv) {
+  FSDP_CHECK(kv_heads > 0 && heads % kv_heads == 0)
+      << "attention: kv_heads " << kv_heads << " must divide heads " << heads;
+  const AttentionShape sh(seq_len, heads, kv_heads, head_dim);
+  // P and dS of one (sample, head), s x s (row i = query, column j <= i = key), and D per query.
+  std::vector<double> p(sh.s * sh.s);
+  std::vector<double> ds(sh.s * sh.s);
+  std::vector<double> acc(sh.d);
+  // dk and dv of one sample, summed in double: over the group's heads (outer, in order), then
+  // over the queries in order; rounded once per sample.
+  std::vector<double> dk_acc(sh.s * sh.kv_row);
+  std::vector<double> dv_acc(sh.s * sh.kv_row);
+  for (std::size_t b = 0; b < idx(batch); ++b) {
+    std::fill(dk_acc.begin(), dk_acc.end(), 0.0);
+    std::fill(dv_acc.begin(), dv_acc.end(), 0.0);
+    for (std::size_t h = 0; h < sh.heads; ++h) {
+      const std::size_t g = h / sh.group;
+      for (std::size_t i = 0; i < sh.s; ++i) {
+        const float* qi = q + sh.q(b, i, h);
+        const float* gi = dout + sh.q(b, i, h);
+        const double l = lse[(b * sh.s + i) * sh.heads + h];
+        const double di = dot(gi, out + sh.q(b, i, h), sh.d);
+        for (std::size_t j = 0; j <= i; ++j) {
+          const double pij = std::exp(dot(qi, k + sh.kv(b, j, g), sh.d) * sh.scale - l);
+          const double dpij = dot(gi, v + sh.kv(b, j, g), sh.d);
+          p[i * sh.s + j] = pij;
+          ds[i * sh.s + j] = pij * (dpij - di);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::size_t j = 0; j <= i; ++j) {
+          const float* kj = k + sh.kv(b, j, g);
+          for (std::size_t c = 0; c < sh.d; ++c) {
+            acc[c] += ds[i * sh.s + j] * kj[c];
+          }
+        }
+        float* dqi = dq + sh.q(b, i, h);
+        for (std::size_t c = 0; c < sh.d; ++c) {
+          dqi[c] = static_cast<float>(acc[c] * sh.scale);
+        }
+      }
+      for (std::size_t j = 0; j < sh.s; ++j) {
+        double* dkj = dk_acc.data() + j * sh.kv_row + g * sh.d;
+        double* dvj = dv_acc.data() + j * sh.kv_row + g * sh.d;
+        for (std::size_t i = j; i < sh.s; ++i) {
+          const float* qi = q + sh.q(b, i, h);
+          const float* gi = dout + sh.q(b, i, h);
+          const double dsij = ds[i * sh.s + j];
+          const double pij = p[i * sh.s + j];
+          for (std::size_t c = 0; c < sh.d; ++c) {
+            dkj[c] += dsij * qi[c];
+            dvj[c] += pij * gi[c];
+          }
+        }
+      }
+    }
+    for (std::size_t e = 0; e < sh.s * sh.kv_row; ++e) {
+      dk[b * sh.s * sh.kv_row + e] = static_cast<float>(dk_acc[e] * sh.scale);
+      dv[b * sh.s * sh.kv_row + e] = static_cast<float>(dv_acc[e]);
+    }
+  }
+}
+
+void swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out) {
+  for (std::size_t i = 0; i < idx(n); ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void swiglu_backward(std::int64_t n, const float* gate, const float* up, const float* dout,
+                     float* dgate, float* dup) {
+  for (std::size_t i = 0; i < idx(n); ++i) {
+    const double g = gate[i];
+    const double sig = 1.0 / (1.0 + std::exp(-g));
+    dup[i] = static_cast<float>(dout[i] * (g * sig));
+    dgate[i] =
+        static_cast<float>(static_cast<double>(dout[i]) * up[i] * sig * (1.0 + g * (1.0 - sig)));
   }
 }
 

@@ -82,9 +82,9 @@ class ForwardingKernels final : public DecoderKernels {
     }
   }
   void rmsnorm_forward(std::int64_t rows, std::int64_t dim, const float* x, const float* w,
-                       float* inv, float* out) override {
+                       float eps, float* inv, float* out) override {
     if (next()) {
-      inner_->rmsnorm_forward(rows, dim, x, w, inv, out);
+      inner_->rmsnorm_forward(rows, dim, x, w, eps, inv, out);
     }
   }
   void rmsnorm_backward(std::int64_t rows, std::int64_t dim, const float* x, const float* w,
@@ -101,6 +101,54 @@ class ForwardingKernels final : public DecoderKernels {
   void gelu_backward(std::int64_t n, const float* u, const float* da, float* du) override {
     if (next()) {
       inner_->gelu_backward(n, u, da, du);
+    }
+  }
+  void add_bias(std::int64_t rows, std::int64_t cols, const float* bias, float* y) override {
+    if (next()) {
+      inner_->add_bias(rows, cols, bias, y);
+    }
+  }
+  void bias_backward(std::int64_t rows, std::int64_t cols, const float* dy, float* dbias) override {
+    if (next()) {
+      inner_->bias_backward(rows, cols, dy, dbias);
+    }
+  }
+  void rope_forward(std::int64_t rows, std::int64_t s, std::int64_t heads, std::int64_t d,
+                    double theta, float* x) override {
+    if (next()) {
+      inner_->rope_forward(rows, s, heads, d, theta, x);
+    }
+  }
+  void rope_backward(std::int64_t rows, std::int64_t s, std::int64_t heads, std::int64_t d,
+                     double theta, float* dx) override {
+    if (next()) {
+      inner_->rope_backward(rows, s, heads, d, theta, dx);
+    }
+  }
+  void attention_forward(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv,
+                         std::int64_t d, const float* q, const float* k, const float* v, float* out,
+                         float* lse) override {
+    if (next()) {
+      inner_->attention_forward(b, s, heads, kv, d, q, k, v, out, lse);
+    }
+  }
+  void attention_backward(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv,
+                          std::int64_t d, const float* q, const float* k, const float* v,
+                          const float* out, const float* lse, const float* dout, float* dq,
+                          float* dk, float* dv) override {
+    if (next()) {
+      inner_->attention_backward(b, s, heads, kv, d, q, k, v, out, lse, dout, dq, dk, dv);
+    }
+  }
+  void swiglu_forward(std::int64_t n, const float* gate, const float* up, float* out) override {
+    if (next()) {
+      inner_->swiglu_forward(n, gate, up, out);
+    }
+  }
+  void swiglu_backward(std::int64_t n, const float* gate, const float* up, const float* dout,
+                       float* dgate, float* dup) override {
+    if (next()) {
+      inner_->swiglu_backward(n, gate, up, dout, dgate, dup);
     }
   }
   void softmax_cross_entropy(std::int64_t rows, std::int64_t v, const std::int32_t* t,
