@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/model_argument.h"
 #include "cli/subcommands.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
@@ -29,7 +30,9 @@ constexpr std::string_view kCmd = "model";
 
 constexpr std::string_view kUsage =
     "model (--config FILE | --preset NAME | --list) [--seq-len N]\n"
-    "                     [--format text|table|json|model] [--summary]";
+    "                     [--format text|table|json|model] [--summary]\n"
+    "                     [--layers N] [--hidden N] [--ffn N] [--heads N] [--kv-heads N]\n"
+    "                     [--vocab N] [--dtype D]";
 
 constexpr std::string_view kDescription =
     "Shows a model as FSDP units: one per decoder layer plus the embedding and the head, each\n"
@@ -38,12 +41,15 @@ constexpr std::string_view kDescription =
     "activation bytes per token it keeps for backward, with and without recomputation.\n\n"
     "--config reads a hub config.json (model_type llama, mistral, mixtral, qwen2, deepseek_v3,\n"
     "gpt2) or an fsdpsim model file (docs/models.md); the kind is detected from its fields.\n"
-    "--format model writes the model as an fsdpsim model file, to edit and read back.\n\n"
+    "--format model writes the model as an fsdpsim model file, to edit and read back.\n"
+    "--layers, --hidden, --ffn, --heads, --kv-heads, --vocab and --dtype change a preset's or\n"
+    "hub config's sizes: with --dtype fp32 it is the network `fsdpsim train --model` runs.\n\n"
     "examples:\n"
     "  fsdpsim model --list\n"
     "  fsdpsim model --preset llama-3-8b --summary\n"
     "  fsdpsim model --config config.json --seq-len 8192 --format table\n"
-    "  fsdpsim model --preset mixtral-8x7b --format json";
+    "  fsdpsim model --preset mixtral-8x7b --format json\n"
+    "  fsdpsim model --preset llama-3-8b --layers 2 --hidden 256 --heads 4 --dtype fp32";
 
 // 8030261248 -> "8,030,261,248".
 std::string grouped(std::int64_t v) {
@@ -257,13 +263,20 @@ int run_model_command(std::span<const std::string> args, Io& io) {
   std::string preset_name;
   std::int64_t seq_len = 4096;
   std::string format = "text";
+  std::string dtype_text;
+  // clang-format off
   desc.add_options()
       ("config", po::value(&config_path), "hub config.json or fsdpsim model file")
       ("preset", po::value(&preset_name), "built-in model (see --list)")
       ("list", "list the built-in models")
       ("seq-len", po::value(&seq_len)->default_value(4096), "sequence length for attention FLOPs")
       ("format", po::value(&format)->default_value("text"), "text | table | json | model")
-      ("summary", "units and totals only, no tensor list");
+      ("summary", "units and totals only, no tensor list")
+      ("dtype", po::value(&dtype_text),
+       "parameter dtype replacing the config's torch_dtype (fp32 is what `fsdpsim train` runs)");
+  // clang-format on
+  HubOverrides sizes;
+  add_model_size_options(desc, &sizes);
   po::variables_map vm;
   if (auto done = parse_command_line(kCmd, kUsage, kDescription, desc, args, vm, io)) {
     return *done;
@@ -286,15 +299,20 @@ int run_model_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, kCmd,
                               str_cat("--seq-len is ", seq_len, "; expected a positive integer"));
   }
-  std::string source;
-  Expected<Model> model = Error(ErrorCode::kInternal, "no model");
-  if (vm.count("preset") != 0) {
-    source = str_cat("preset ", preset_name);
-    model = load_model_preset(preset_name);
-  } else {
-    source = config_path;
-    model = load_model_file(config_path);
+  if (!dtype_text.empty()) {
+    auto dtype = parse_dtype(dtype_text);
+    if (!dtype) {
+      return report_usage_error(io, kCmd, dtype.error().with_context("--dtype").message());
+    }
+    sizes.dtype = *dtype;
   }
+  const bool from_preset = vm.count("preset") != 0;
+  const std::string source = from_preset ? str_cat("preset ", preset_name) : config_path;
+  // A --preset that names no preset is the preset loader's error (it lists them), even when a
+  // file of that name exists.
+  Expected<Model> model = from_preset && find_model_preset(preset_name) == nullptr
+                              ? load_model_preset(preset_name)
+                              : load_model_argument(from_preset ? preset_name : config_path, sizes);
   if (!model) {
     return report_error(io, model.error());
   }

@@ -55,4 +55,28 @@ Status check_memory_estimate(std::int64_t ranks, std::int64_t units, std::int64_
                        "), more than the ", gib(budget), " this process may use"));
 }
 
+Status check_training_memory(std::int64_t parameters, std::int64_t activation_bytes_per_token,
+                             std::int64_t tokens_per_microbatch, std::int64_t microbatches,
+                             std::int64_t ranks_here, bool check) {
+  // In double: only the comparison matters, and the product may pass int64.
+  const double copies = static_cast<double>(kTrainCopiesPerParam) * (check ? 2.0 : 1.0);
+  const double weights = static_cast<double>(parameters) * copies * 4.0;
+  const double activations = static_cast<double>(ranks_here) * static_cast<double>(microbatches) *
+                             static_cast<double>(tokens_per_microbatch) *
+                             static_cast<double>(activation_bytes_per_token);
+  const double need = weights + activations;
+  const double budget = static_cast<double>(memory_budget_bytes());
+  if (need <= budget) {
+    return ok_status();
+  }
+  return Error(
+      ErrorCode::kOutOfRange,
+      str_cat("training needs about ", gib(need), " (", parameters, " parameters x ", copies,
+              " x 4 B + ", ranks_here, " ranks x ", microbatches, " microbatches x ",
+              tokens_per_microbatch, " tokens x ", activation_bytes_per_token,
+              " B of activations), more than the ", gib(budget),
+              " this process may use; shrink it with --layers, --hidden, --ffn or "
+              "--vocab"));
+}
+
 }  // namespace fsdp::cli

@@ -29,4 +29,16 @@ std::int64_t memory_budget_bytes();
 Status check_memory_estimate(std::int64_t ranks, std::int64_t units, std::int64_t microbatches,
                              std::int64_t copies = 1);
 
+// Real training (`fsdpsim train`, `calibrate`): fp32 values of every parameter about
+// kTrainCopiesPerParam times in this process (main weights, gradients, two Adam states, the
+// initial values and a gathered unit, plus the reference's for --check), and the activations
+// of every rank and microbatch: `ranks_here` ranks run in this process (all of them in-process,
+// one under mpirun). Error (kOutOfRange) above memory_budget_bytes(): "training needs about
+// 181.4 GiB (8030261248 parameters x 6 x 4 B + ...), more than the 23.4 GiB this process may
+// use; shrink it with --layers, --hidden, --ffn or --vocab".
+inline constexpr std::int64_t kTrainCopiesPerParam = 6;
+Status check_training_memory(std::int64_t parameters, std::int64_t activation_bytes_per_token,
+                             std::int64_t tokens_per_microbatch, std::int64_t microbatches,
+                             std::int64_t ranks_here, bool check);
+
 }  // namespace fsdp::cli

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "cli/model_argument.h"
 #include "cli/resource_estimate.h"
 #include "core/base/strings.h"
 #include "core/hardware/hardware_json.h"
@@ -52,6 +53,7 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("seq-len", po::value(&o->seq_len)->default_value(o->seq_len), "tokens per sequence")
       ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
        "sequences per microbatch per rank");
+  add_model_size_options(desc, &o->sizes);
 }
 
 std::optional<std::string> run_option_conflict(const po::variables_map& vm, const RunOptions& o) {
@@ -70,13 +72,6 @@ std::optional<std::string> run_option_conflict(const po::variables_map& vm, cons
                    "; expected --block 1 or no --block");
   }
   return std::nullopt;
-}
-
-Expected<Model> load_model_argument(const std::string& text) {
-  if (find_model_preset(text) != nullptr) {
-    return load_model_preset(text);
-  }
-  return load_model_file(text);
 }
 
 Expected<Hardware> load_hardware_argument(const std::string& text) {
@@ -163,7 +158,7 @@ Expected<Workload> make_workload(const RunOptions& o) {
 }
 
 Expected<PlannedRun> plan_run(const RunOptions& options) {
-  FSDP_TRY(Model model, load_model_argument(options.model));
+  FSDP_TRY(Model model, load_model_argument(options.model, options.sizes));
   FSDP_TRY(const ConfigOptions config_options, parse_config_options(options));
   FSDP_TRY(FsdpConfig config, assemble_config(config_options));
   FSDP_TRY(Workload workload, make_workload(options));

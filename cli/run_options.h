@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_argument.h"
 #include "core/base/expected.h"
 #include "core/hardware/hardware.h"
 #include "core/model/model.h"
@@ -40,12 +41,14 @@ struct RunOptions {
   double grad_scale = 1.0;
   std::int64_t seq_len = 4096;
   std::int64_t micro_batch_size = 1;
+  HubOverrides sizes;  // --layers, --hidden, ... (cli/model_argument.h)
 };
 
 // Adds --model, --mesh, --strategy, --microbatches, --shard-layout, --block, --prefetch,
 // --forward-prefetch, --backward-prefetch, --max-inflight-all-gathers, --unified-streams,
 // --recompute, --tensor-atomic, --main-params, --optimizer, --grad-scale, --seq-len,
-// --micro-batch-size, with `defaults` as the defaults.
+// --micro-batch-size, with `defaults` as the defaults, and the model size options
+// (cli/model_argument.h).
 void add_run_options(boost::program_options::options_description& desc, RunOptions* options);
 
 // Options given together that contradict each other (docs/cli.md, "Command lines"): --prefetch
@@ -53,9 +56,6 @@ void add_run_options(boost::program_options::options_description& desc, RunOptio
 // a --block other than 1. The usage-error message, if any.
 std::optional<std::string> run_option_conflict(const boost::program_options::variables_map& vm,
                                                const RunOptions& options);
-
-// A preset name (fsdpsim model --list) or a path to a hub config.json / fsdpsim model file.
-Expected<Model> load_model_argument(const std::string& text);
 
 // A hardware preset (fsdpsim hardware lists them) or, when the text has a '.', a hardware JSON
 // file.

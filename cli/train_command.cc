@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `fsdpsim train`: trains the small decoder model (backends/model/decoder.h) for real by executing
+// `fsdpsim train`: trains a decoder (backends/model/decoder.h: the small one or a Llama-family
+// network from a hub config) for real by executing
 // the schedule IR op for op (backends/exec). Under mpirun every MPI rank is one mesh rank (MPI
 // communicators); otherwise the ranks are threads of this process (in-process communicators).
 // --backend picks the device and communicators through the registry (cli/backend_registry.h):
@@ -41,16 +42,23 @@ constexpr std::string_view kUsage =
     "train [--backend cpu|cuda] [--mesh AXES] [--steps N] [options]";
 
 constexpr std::string_view kDescription =
-    "Trains a small decoder model (embedding, blocks of x + W2 gelu(W1 rmsnorm(x)), a head with\n"
-    "cross-entropy on synthetic tokens) by executing the schedule IR for real: the same ops,\n"
-    "buffers and collectives `fsdpsim schedule` prints. Under mpirun each MPI rank is one mesh\n"
-    "rank; without it the ranks run as threads of this process. Prints the loss of every step.\n"
+    "Trains a decoder on synthetic tokens by executing the schedule IR for real: the same ops,\n"
+    "buffers and collectives `fsdpsim schedule` prints. --model names a Llama-family network (a\n"
+    "preset or a hub config.json of model_type llama, mistral or qwen2: RMSNorm, causal grouped-\n"
+    "query attention with RoPE, SwiGLU, the config's biases), shrunk by --layers, --hidden,\n"
+    "--ffn, --heads, --kv-heads, --vocab and --seq-len; its tensors, FLOPs and activation bytes\n"
+    "are those `fsdpsim model` shows for the config. Without --model: a small decoder\n"
+    "(embedding, blocks of x + W2 gelu(W1 rmsnorm(x)), a head). Everything is fp32.\n\n"
+    "Under mpirun each MPI rank is one mesh rank; without it the ranks run as threads of this\n"
+    "process. Prints the loss of every step.\n"
     "--check compares losses and final weights with unsharded training (relative error <= 1e-5)\n"
     "and exits 1 on a mismatch. --backend cuda runs on GPUs (in-process ranks share GPU 0;\n"
     "under mpirun NCCL, rank r on GPU r mod count; without mpirun, --rank, --world-size and\n"
     "--store start one process per rank, NCCL bootstrapped over a file or TCP store).\n\n"
     "examples:\n"
     "  fsdpsim train --mesh dp=4 --steps 20\n"
+    "  fsdpsim train --model llama-3-8b --layers 2 --hidden 256 --heads 4 --kv-heads 2 \\\n"
+    "      --ffn 512 --vocab 512 --seq-len 64 --steps 50 --check\n"
     "  mpirun -np 4 fsdpsim train --backend cpu --mesh dp=4 --steps 20 --check\n"
     "  fsdpsim train --backend cuda --mesh dp=2 --steps 5 --check\n"
     "  fsdpsim train --backend cuda --mesh dp=2 --rank 0 --world-size 2 --store file:/tmp/r &\n"
@@ -320,6 +328,11 @@ int run_train_command(std::span<const std::string> args, Io& io) {
                : report_error(io, backend.error());
   }
   if (Status s = (*backend)->check_usable(); !s.ok()) {
+    return report_error(io, s.error());
+  }
+  const bool one_rank_here = *launch || cpu::launched_by_mpi();
+  if (Status s = check_train_memory(*full, one_rank_here ? 1 : full->mesh.size(), a.check);
+      !s.ok()) {
     return report_error(io, s.error());
   }
   if (*launch) {

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/train_options.h"
 
+#include <optional>
 #include <utility>
 
 #include "cli/command.h"
+#include "cli/model_argument.h"
+#include "cli/resource_estimate.h"
 #include "core/base/strings.h"
 
 namespace po = boost::program_options;
@@ -21,11 +24,51 @@ Status take(Expected<T> parsed, std::string_view option, T* out) {
   return ok_status();
 }
 
+// The decoder of the options: --model's network with the sizes applied, or the small decoder.
+Expected<backend::DecoderConfig> decoder_of(const TrainOptions& o) {
+  const backend::DecoderConfig& given = o.spec.model;
+  if (o.model.empty()) {
+    if (o.sizes.heads || o.sizes.kv_heads) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(o.sizes.heads ? "--heads" : "--kv-heads",
+                           ": expected --model too (the small decoder has no attention), got no "
+                           "--model"));
+    }
+    backend::DecoderConfig c = given;
+    c.layers = o.sizes.layers.value_or(c.layers);
+    c.hidden = o.sizes.hidden.value_or(c.hidden);
+    c.ffn = o.sizes.ffn.value_or(c.ffn);
+    c.vocab = o.sizes.vocab.value_or(c.vocab);
+    return c;
+  }
+  std::string name;
+  Expected<HubArch> loaded = load_arch_argument(o.model, &name);
+  if (!loaded) {
+    return loaded.error().with_context("--model");
+  }
+  HubArch arch = std::move(loaded).value();
+  HubOverrides sizes = o.sizes;
+  sizes.dtype = DType::kFp32;  // the backends train in fp32 (the activation widths follow)
+  FSDP_TRY(arch, apply_hub_overrides(std::move(arch), sizes));
+  auto config = backend::decoder_config_of_arch(arch, name, given.seq_len, given.micro_batch_size,
+                                                given.seed);
+  if (!config) {
+    return config.error().with_context("--model");
+  }
+  return config;
+}
+
 }  // namespace
 
 void add_train_options(po::options_description& desc, TrainOptions* o) {
   exec::TrainSpec& spec = o->spec;
+  // clang-format off
   desc.add_options()
+      ("model", po::value(&o->model),
+       "a Llama-family network to train: a preset (fsdpsim model --list) or a hub config.json "
+       "of model_type llama, mistral or qwen2; --layers, --hidden, --ffn, --heads, --kv-heads "
+       "and --vocab shrink it. Default: the small decoder (2 layers, hidden 32, ffn 64, vocab "
+       "64; no attention, so no --heads / --kv-heads)")
       ("mesh", po::value(&o->mesh)->default_value("dp=4"),
        "device mesh, outermost axis first: dp=4 or outer=2,inner=2")
       ("strategy", po::value(&o->strategy)->default_value("zero3"),
@@ -51,19 +94,18 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
       ("grad-scale", po::value(&spec.grad_scale)->default_value(1.0),
        "gradient multiplier after DP averaging")
       ("seed", po::value(&spec.model.seed)->default_value(1), "parameter and data seed")
-      ("layers", po::value(&spec.model.layers)->default_value(2), "decoder blocks")
-      ("hidden", po::value(&spec.model.hidden)->default_value(32), "hidden size")
-      ("ffn", po::value(&spec.model.ffn)->default_value(64), "feed-forward size")
-      ("vocab", po::value(&spec.model.vocab)->default_value(64), "vocabulary size")
       ("seq-len", po::value(&spec.model.seq_len)->default_value(16), "tokens per sample")
       ("micro-batch-size", po::value(&spec.model.micro_batch_size)->default_value(2),
        "samples per microbatch per rank")
       ("timeout", po::value(&spec.timeout_s)->default_value(60.0),
        "seconds a collective may take before every rank stops with an error");
+  // clang-format on
+  add_model_size_options(desc, &o->sizes);
 }
 
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   exec::TrainSpec spec = o.spec;
+  FSDP_TRY(spec.model, decoder_of(o));
   FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
   FSDP_RETURN_IF_ERROR(take(parse_strategy(o.strategy), "--strategy", &spec.strategy));
   FSDP_RETURN_IF_ERROR(
@@ -87,6 +129,17 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   FSDP_RETURN_IF_ERROR(take(parse_optimizer_kind(o.optimizer), "--optimizer", &spec.optimizer));
   FSDP_RETURN_IF_ERROR(take(parse_dtype(o.main_params), "--main-params", &spec.main_params));
   return spec;
+}
+
+Status check_train_memory(const exec::TrainSpec& spec, std::int64_t ranks_here, bool check) {
+  FSDP_TRY(const Model model, backend::decoder_model(spec.model));
+  std::int64_t per_token = 0;
+  for (const Unit& u : model.units()) {
+    per_token += spec.recompute ? u.activations().recompute : u.activations().stored;
+  }
+  return check_training_memory(model.num_parameters(), per_token,
+                               spec.model.seq_len * spec.model.micro_batch_size, spec.microbatches,
+                               ranks_here, check);
 }
 
 }  // namespace fsdp::cli

@@ -12,6 +12,7 @@
 #include "backends/model/internal/splitmix.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
+#include "core/model/hub_config.h"
 
 namespace fsdp::backend {
 namespace {
@@ -63,7 +64,115 @@ float init_value(std::uint64_t seed, std::size_t unit, std::size_t param, std::s
   return static_cast<float>((2.0 * internal::unit_interval(h) - 1.0) * scale);
 }
 
+// The kLlama fields: family, head counts and sizes, and every byte count its kernels form.
+Status validate_llama(const DecoderConfig& c, std::int64_t tokens) {
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2") {
+    return invalid(str_cat("model_type must be llama, mistral or qwen2, got '", c.model_type, "'"));
+  }
+  const std::pair<const char*, std::int64_t> sizes[] = {
+      {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}};
+  for (const auto& [name, value] : sizes) {
+    if (value < 1 || value > kMaxBlasDim) {
+      return invalid(str_cat(name, " must be in [1, ", kMaxBlasDim, "], got ", value));
+    }
+  }
+  if (c.kv_heads > c.heads || c.heads % c.kv_heads != 0) {
+    return invalid(str_cat("kv_heads must divide heads ", c.heads, ", got ", c.kv_heads));
+  }
+  if (c.head_dim % 2 != 0) {  // RoPE rotates pairs (i, i + head_dim / 2)
+    return invalid(str_cat("head_dim must be even (RoPE rotates pairs), got ", c.head_dim));
+  }
+  if (!(c.rope_theta > 1.0 && std::isfinite(c.rope_theta))) {
+    return invalid(str_cat("rope_theta must be a finite number > 1, got ", c.rope_theta));
+  }
+  if (!(c.rms_norm_eps > 0.0 && c.rms_norm_eps < 1.0)) {
+    return invalid(str_cat("rms_norm_eps must be in (0, 1), got ", c.rms_norm_eps));
+  }
+  FSDP_TRY(const std::int64_t q_dim, product("q width heads x head_dim", c.heads, c.head_dim));
+  if (q_dim > kMaxBlasDim) {
+    return invalid(str_cat("heads x head_dim must be <= ", kMaxBlasDim, ", got ", q_dim));
+  }
+  FSDP_RETURN_IF_ERROR(
+      product("q activation bytes tokens x heads x head_dim x 4", tokens, 4 * q_dim));
+  FSDP_RETURN_IF_ERROR(
+      product("attention score bytes seq_len x seq_len x 8", c.seq_len, 8 * c.seq_len));
+  FSDP_RETURN_IF_ERROR(
+      product("projection bytes hidden x heads x head_dim x 4", c.hidden * 4, q_dim));
+  return ok_status();
+}
+
+// The hub architecture a kLlama config describes, in fp32 (what the backends train).
+HubArch arch_of(const DecoderConfig& c) {
+  HubArch a;
+  a.model_type = c.model_type;
+  a.dtype = DType::kFp32;
+  a.hidden = c.hidden;
+  a.vocab = c.vocab;
+  a.layers = c.layers;
+  a.heads = c.heads;
+  a.kv_heads = c.kv_heads;
+  a.qk_head_dim = c.head_dim;
+  a.v_head_dim = c.head_dim;
+  a.qkv_bias = c.qkv_bias;
+  a.o_bias = c.o_bias;
+  a.intermediate = c.ffn;
+  a.mlp_bias = c.mlp_bias;
+  a.rope_theta = c.rope_theta;
+  a.rms_norm_eps = c.rms_norm_eps;
+  return a;
+}
+
 }  // namespace
+
+Expected<DecoderConfig> decoder_config_of_arch(const HubArch& a, std::string name,
+                                               std::int64_t seq_len, std::int64_t micro_batch_size,
+                                               std::uint64_t seed) {
+  const auto refuse = [&](std::string_view field, std::string_view expected, std::string got) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("model '", name, "': field '", field, "': expected ", expected,
+                         " for real training, got ", got));
+  };
+  if (a.model_type != "llama" && a.model_type != "mistral" && a.model_type != "qwen2") {
+    return refuse("model_type", "llama, mistral or qwen2", str_cat("'", a.model_type, "'"));
+  }
+  if (a.experts > 0) {
+    return refuse("num_local_experts", "no experts", str_cat(a.experts));
+  }
+  if (a.tied) {
+    return refuse("tie_word_embeddings", "false (an untied head)", "true");
+  }
+  if (!a.rope_scaling.empty()) {
+    return refuse("rope_scaling", "null (plain RoPE)", str_cat("'", a.rope_scaling, "'"));
+  }
+  if (a.qk_head_dim != a.v_head_dim || a.qk_head_dim % 2 != 0) {
+    return refuse("head_dim", "an even head size", str_cat(a.qk_head_dim));
+  }
+  if (a.sliding_window > 0 && a.sliding_window < seq_len) {
+    return refuse("sliding_window", str_cat("at least the sequence length ", seq_len),
+                  str_cat(a.sliding_window));
+  }
+  DecoderConfig c;
+  c.family = DecoderFamily::kLlama;
+  c.name = std::move(name);
+  c.model_type = a.model_type;
+  c.vocab = a.vocab;
+  c.hidden = a.hidden;
+  c.ffn = a.intermediate;
+  c.layers = a.layers;
+  c.heads = a.heads;
+  c.kv_heads = a.kv_heads;
+  c.head_dim = a.qk_head_dim;
+  c.rope_theta = a.rope_theta;
+  c.rms_norm_eps = a.rms_norm_eps;
+  c.qkv_bias = a.qkv_bias;
+  c.o_bias = a.o_bias;
+  c.mlp_bias = a.mlp_bias;
+  c.seq_len = seq_len;
+  c.micro_batch_size = micro_batch_size;
+  c.seed = seed;
+  FSDP_RETURN_IF_ERROR(validate(c));
+  return c;
+}
 
 Status validate(const DecoderConfig& config) {
   const std::pair<const char*, std::int64_t> sizes[] = {
@@ -102,11 +211,17 @@ Status validate(const DecoderConfig& config) {
   }
   FSDP_RETURN_IF_ERROR(product("logit bytes tokens x vocab x 4", tokens, 4 * config.vocab));
   FSDP_RETURN_IF_ERROR(product("ffn activation bytes tokens x ffn x 16", tokens, 16 * config.ffn));
+  if (config.family == DecoderFamily::kLlama) {
+    FSDP_RETURN_IF_ERROR(validate_llama(config, tokens));
+  }
   return ok_status();
 }
 
 Expected<Model> decoder_model(const DecoderConfig& config) {
   FSDP_RETURN_IF_ERROR(validate(config));
+  if (config.family == DecoderFamily::kLlama) {
+    return hub_arch_to_model(arch_of(config), "decoder config", config.name);
+  }
   const std::int64_t v = config.vocab;
   const std::int64_t h = config.hidden;
   const std::int64_t f = config.ffn;
@@ -142,8 +257,6 @@ ParamValues initial_parameters(const DecoderConfig& config) {
   const Expected<Model> model = decoder_model(config);
   FSDP_CHECK(model.has_value()) << "initial_parameters of an invalid config: "
                                 << model.error().message();
-  const double h = static_cast<double>(config.hidden);
-  const double f = static_cast<double>(config.ffn);
   ParamValues values;
   for (std::size_t u = 0; u < model->units().size(); ++u) {
     const Unit& unit = model->units()[u];
@@ -151,14 +264,15 @@ ParamValues initial_parameters(const DecoderConfig& config) {
     for (std::size_t p = 0; p < unit.params().size(); ++p) {
       const Param& param = unit.params()[p];
       auto& data = unit_values.emplace_back(static_cast<std::size_t>(param.numel()));
-      if (param.shape().ndim() == 1) {  // norm weights start at 1
-        std::fill(data.begin(), data.end(), 1.0F);
+      if (param.shape().ndim() == 1) {  // norm weights start at 1, biases at 0
+        const bool bias = param.name().ends_with(".bias");
+        std::fill(data.begin(), data.end(), bias ? 0.0F : 1.0F);
         continue;
       }
-      // Embedding rows uniform in [-1, 1); a matrix applied to an input of width `fan_in`
-      // uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)).
-      const bool is_w2 = param.name().ends_with(".w2.weight");
-      const double scale = u == 0 ? 1.0 : 1.0 / std::sqrt(is_w2 ? f : h);
+      // Embedding rows uniform in [-1, 1); a weight stored [out, in] (every matrix of both
+      // families) uniform in [-1/sqrt(in), 1/sqrt(in)).
+      const double scale =
+          u == 0 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(param.shape().dims()[1]));
       for (std::size_t e = 0; e < data.size(); ++e) {
         data[e] = init_value(config.seed, u, p, e, scale);
       }

@@ -22,13 +22,24 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/base/expected.h"
+#include "core/model/hub_arch.h"
 #include "core/model/model.h"
 #include "core/policy/optimizer_policy.h"
 
 namespace fsdp::backend {
+
+// The two architectures the backends train. kMlp: the small decoder above. kLlama: the hub
+// llama / mistral / qwen2 families (docs/design/backends.md, "The Llama model"): blocks of
+// h = x + o_proj(attention(rope(q_proj n1), rope(k_proj n1), v_proj n1)), n1 = rmsnorm(x);
+// y = h + down_proj(silu(gate_proj n2) * up_proj n2), n2 = rmsnorm(h); causal grouped-query
+// attention; optional q/k/v, o and MLP biases; untied head. Its Model is the hub importer's
+// (hub_arch_to_model) for the same architecture in fp32: the same tensors, names, shapes, order,
+// FLOPs and activation bytes as `fsdpsim model` shows for that config.
+enum class DecoderFamily : std::uint8_t { kMlp, kLlama };
 
 struct DecoderConfig {
   std::int64_t vocab = 64;
@@ -38,7 +49,27 @@ struct DecoderConfig {
   std::int64_t seq_len = 16;          // tokens per sample (targets are the next tokens)
   std::int64_t micro_batch_size = 2;  // samples per microbatch per rank
   std::uint64_t seed = 1;
+  DecoderFamily family = DecoderFamily::kMlp;
+  // kLlama only (decoder_config_of_arch fills them from a hub config).
+  std::string name = "decoder";  // the Model's name
+  std::string model_type;        // llama | mistral | qwen2
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
 };
+
+// The kLlama config of a hub architecture (core/model/hub_arch.h) with seq_len, micro_batch_size
+// and seed. Errors name the config field: a family other than llama, mistral, qwen2; experts;
+// tied embeddings (the head would use another unit's weight); a rope_scaling; an odd head size;
+// a sliding window shorter than seq_len (it would change causal attention).
+Expected<DecoderConfig> decoder_config_of_arch(const HubArch& arch, std::string name,
+                                               std::int64_t seq_len, std::int64_t micro_batch_size,
+                                               std::uint64_t seed);
 
 // Errors (kInvalidArgument, one line naming the field, expected and actual): any size < 1,
 // sizes whose products overflow int64.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/model/kernels.h"
 #include "core/base/check.h"
 #include "core/base/strings.h"
 
@@ -43,15 +44,40 @@ Status validate_decoder_args(std::string_view who, const DecoderConfig& config,
 }
 
 void DecoderDriver::Saved::drop_intermediates() {
-  inv_rms.reset();
-  normed.reset();
-  u.reset();
-  a.reset();
-  probs.reset();
+  DeviceArray x_kept = std::move(x);
+  *this = Saved{};
+  x = std::move(x_kept);
 }
 
 std::int64_t DecoderDriver::Saved::bytes() const {
-  return x.bytes() + inv_rms.bytes() + normed.bytes() + u.bytes() + a.bytes() + probs.bytes();
+  std::int64_t sum = 0;
+  for (const DeviceArray* d : {&x, &inv_rms, &normed, &u, &a, &probs, &q, &k, &v, &attn, &lse, &mid,
+                               &normed2, &gate, &up, &act}) {
+    sum += d->bytes();
+  }
+  return sum;
+}
+
+DecoderDriver::LlamaParams DecoderDriver::llama_params(const DecoderConfig& c) {
+  LlamaParams p;
+  int next = 0;
+  const auto weight_and_bias = [&](int& weight, int& bias, bool has_bias) {
+    weight = next++;
+    if (has_bias) {
+      bias = next++;
+    }
+  };
+  weight_and_bias(p.q, p.q_bias, c.qkv_bias);
+  weight_and_bias(p.k, p.k_bias, c.qkv_bias);
+  weight_and_bias(p.v, p.v_bias, c.qkv_bias);
+  weight_and_bias(p.o, p.o_bias, c.o_bias);
+  weight_and_bias(p.gate, p.gate_bias, c.mlp_bias);
+  weight_and_bias(p.up, p.up_bias, c.mlp_bias);
+  weight_and_bias(p.down, p.down_bias, c.mlp_bias);
+  p.input_norm = next++;
+  p.post_norm = next++;
+  p.count = next;
+  return p;
 }
 
 DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_microbatches,
@@ -64,6 +90,8 @@ DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_micro
       world_(data_world),
       tokens_(config.micro_batch_size * config.seq_len),
       num_units_(static_cast<std::int32_t>(config.layers + 2)),
+      eps_(config.family == DecoderFamily::kLlama ? config.rms_norm_eps : kRmsNormEps),
+      lp_(llama_params(config)),
       inputs_(idx(num_microbatches)),
       targets_(idx(num_microbatches)),
       hidden_(idx(num_microbatches)),
@@ -135,6 +163,13 @@ void DecoderDriver::forward(std::int32_t unit, std::int32_t mb,
   compute_intermediates(unit, mb, params, s);
   if (is_head(unit)) {
     has_loss_[idx(mb)] = true;
+  } else if (llama()) {
+    // y = mid + down_proj(act): the residual stream enters as beta = 1.
+    out = floats(tokens_ * h);
+    kernels_->copy(out.as<float>(), s.mid.as<float>(), tokens_ * h);
+    const auto w = [&](int i) { return params[static_cast<std::size_t>(i)]; };
+    project(config_.ffn, h, s.act.as<float>(), w(lp_.down),
+            lp_.down_bias < 0 ? nullptr : w(lp_.down_bias), 1.0F, out.as<float>());
   } else {
     // x + W2 a: the residual stream enters as beta = 1.
     out = floats(tokens_ * h);
@@ -189,7 +224,11 @@ void DecoderDriver::backward(std::int32_t unit, std::int32_t mb,
   } else {
     FSDP_CHECK(dh.bytes() == tokens_ * h * kF32)
         << "backward of unit " << unit << " microbatch " << mb << " before the next unit's";
-    backward_layer(mb, params, grads, s);
+    if (llama()) {
+      backward_llama_layer(mb, params, grads, s);
+    } else {
+      backward_layer(mb, params, grads, s);
+    }
   }
   s = Saved{};
 }
@@ -207,7 +246,8 @@ void DecoderDriver::backward_head(std::int32_t mb, std::span<const float* const>
                  grads[1]);
   kernels_->gemm(false, false, tokens_, h, v, dlogits.as<float>(), params[1], 0.0F,
                  dnormed.as<float>());
-  grad_[idx(mb)] = norm_backward(s, params[0], dnormed, grads[0]);
+  grad_[idx(mb)] =
+      norm_backward(s.x, params[0], llama() ? nullptr : s.inv_rms.as<float>(), dnormed, grads[0]);
 }
 
 void DecoderDriver::backward_layer(std::int32_t mb, std::span<const float* const> params,
@@ -225,17 +265,151 @@ void DecoderDriver::backward_layer(std::int32_t mb, std::span<const float* const
   kernels_->gelu_backward(tokens_ * f, s.u.as<float>(), da.as<float>(), du.as<float>());
   kernels_->gemm(true, false, f, h, tokens_, du.as<float>(), s.normed.as<float>(), 0.0F, grads[1]);
   kernels_->gemm(false, false, tokens_, h, f, du.as<float>(), params[1], 0.0F, dnormed.as<float>());
-  const DeviceArray dx = norm_backward(s, params[0], dnormed, grads[0]);
+  const DeviceArray dx = norm_backward(s.x, params[0], s.inv_rms.as<float>(), dnormed, grads[0]);
   kernels_->add(dy.as<float>(), dx.as<float>(), tokens_ * h);  // dy becomes dx of the input
 }
 
-DeviceArray DecoderDriver::norm_backward(const Saved& s, const float* weight,
-                                         const DeviceArray& dnormed, float* dweight) {
+DeviceArray DecoderDriver::norm_backward(const DeviceArray& x, const float* weight,
+                                         const float* inv_rms, const DeviceArray& dnormed,
+                                         float* dweight) {
   const std::int64_t h = config_.hidden;
+  DeviceArray recomputed;
+  if (inv_rms == nullptr) {
+    recomputed = inv_rms_of(x, weight);
+    inv_rms = recomputed.as<float>();
+  }
   DeviceArray dx = floats(tokens_ * h);
-  kernels_->rmsnorm_backward(tokens_, h, s.x.as<float>(), weight, s.inv_rms.as<float>(),
-                             dnormed.as<float>(), dx.as<float>(), dweight);
+  kernels_->rmsnorm_backward(tokens_, h, x.as<float>(), weight, inv_rms, dnormed.as<float>(),
+                             dx.as<float>(), dweight);
   return dx;
+}
+
+DeviceArray DecoderDriver::inv_rms_of(const DeviceArray& x, const float* weight) {
+  DeviceArray inv_rms = floats(tokens_);
+  const DeviceArray scratch = floats(tokens_ * config_.hidden);
+  kernels_->rmsnorm_forward(tokens_, config_.hidden, x.as<float>(), weight, eps(),
+                            inv_rms.as<float>(), scratch.as<float>());
+  return inv_rms;
+}
+
+DeviceArray DecoderDriver::rmsnorm_of(const DeviceArray& x, const float* weight) {
+  const DeviceArray inv_rms = floats(tokens_);  // not kept: backward recomputes it
+  DeviceArray out = floats(tokens_ * config_.hidden);
+  kernels_->rmsnorm_forward(tokens_, config_.hidden, x.as<float>(), weight, eps(),
+                            inv_rms.as<float>(), out.as<float>());
+  return out;
+}
+
+DecoderDriver::LlamaDims DecoderDriver::llama_dims() const {
+  const std::int64_t hd = config_.head_dim;
+  return {config_.hidden, config_.ffn, hd, config_.heads * hd, config_.kv_heads * hd};
+}
+
+void DecoderDriver::project(std::int64_t in, std::int64_t out, const float* x, const float* w,
+                            const float* bias, float beta, float* y) {
+  kernels_->gemm(/*trans_a=*/false, /*trans_b=*/true, tokens_, out, in, x, w, beta, y);
+  if (bias != nullptr) {
+    kernels_->add_bias(tokens_, out, bias, y);
+  }
+}
+
+void DecoderDriver::compute_llama_layer(std::span<const float* const> params, Saved& s) {
+  const LlamaParams& p = lp_;
+  const auto [h, f, hd, qd, kvd] = llama_dims();
+  const auto w = [&](int i) { return params[static_cast<std::size_t>(i)]; };
+  const auto bias = [&](int i) { return i < 0 ? nullptr : w(i); };
+  s.normed = rmsnorm_of(s.x, w(p.input_norm));
+  s.q = floats(tokens_ * qd);
+  s.k = floats(tokens_ * kvd);
+  s.v = floats(tokens_ * kvd);
+  project(h, qd, s.normed.as<float>(), w(p.q), bias(p.q_bias), 0.0F, s.q.as<float>());
+  project(h, kvd, s.normed.as<float>(), w(p.k), bias(p.k_bias), 0.0F, s.k.as<float>());
+  project(h, kvd, s.normed.as<float>(), w(p.v), bias(p.v_bias), 0.0F, s.v.as<float>());
+  kernels_->rope_forward(tokens_, config_.seq_len, config_.heads, hd, config_.rope_theta,
+                         s.q.as<float>());
+  kernels_->rope_forward(tokens_, config_.seq_len, config_.kv_heads, hd, config_.rope_theta,
+                         s.k.as<float>());
+  s.attn = floats(tokens_ * qd);
+  s.lse = floats(tokens_ * config_.heads);
+  kernels_->attention_forward(config_.micro_batch_size, config_.seq_len, config_.heads,
+                              config_.kv_heads, hd, s.q.as<float>(), s.k.as<float>(),
+                              s.v.as<float>(), s.attn.as<float>(), s.lse.as<float>());
+  // mid = x + o_proj(attn): the residual enters as beta = 1.
+  s.mid = floats(tokens_ * h);
+  kernels_->copy(s.mid.as<float>(), s.x.as<float>(), tokens_ * h);
+  project(qd, h, s.attn.as<float>(), w(p.o), bias(p.o_bias), 1.0F, s.mid.as<float>());
+  s.normed2 = rmsnorm_of(s.mid, w(p.post_norm));
+  s.gate = floats(tokens_ * f);
+  s.up = floats(tokens_ * f);
+  project(h, f, s.normed2.as<float>(), w(p.gate), bias(p.gate_bias), 0.0F, s.gate.as<float>());
+  project(h, f, s.normed2.as<float>(), w(p.up), bias(p.up_bias), 0.0F, s.up.as<float>());
+  s.act = floats(tokens_ * f);
+  kernels_->swiglu_forward(tokens_ * f, s.gate.as<float>(), s.up.as<float>(), s.act.as<float>());
+}
+
+void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float* const> params,
+                                         std::span<float* const> grads, Saved& s) {
+  const LlamaParams& p = lp_;
+  const auto [h, f, hd, qd, kvd] = llama_dims();
+  const auto at = [](auto span, int i) { return span[static_cast<std::size_t>(i)]; };
+  // A weight stored [out, in] applied as y = x W^T: dW = dy^T x (out x in), dx (+)= dy W.
+  const auto weight_grads = [&](std::int64_t in, std::int64_t out, const DeviceArray& x,
+                                const DeviceArray& dy, int w, int b) {
+    kernels_->gemm(true, false, out, in, tokens_, dy.as<float>(), x.as<float>(), 0.0F,
+                   at(grads, w));
+    if (b >= 0) {
+      kernels_->bias_backward(tokens_, out, dy.as<float>(), at(grads, b));
+    }
+  };
+  const auto input_grad = [&](std::int64_t in, std::int64_t out, const DeviceArray& dy, int w,
+                              float beta, DeviceArray& dx) {
+    kernels_->gemm(false, false, tokens_, in, out, dy.as<float>(), at(params, w), beta,
+                   dx.as<float>());
+  };
+  DeviceArray& dy = grad_[idx(mb)];  // the gradient at the layer's output, then at mid, then x
+  // MLP: y = mid + down(act), act = silu(gate) * up, gate/up = proj(normed2), normed2 = norm(mid).
+  {
+    DeviceArray dact = floats(tokens_ * f);
+    weight_grads(f, h, s.act, dy, p.down, p.down_bias);
+    input_grad(f, h, dy, p.down, 0.0F, dact);
+    DeviceArray dgate = floats(tokens_ * f);
+    DeviceArray dup = floats(tokens_ * f);
+    kernels_->swiglu_backward(tokens_ * f, s.gate.as<float>(), s.up.as<float>(), dact.as<float>(),
+                              dgate.as<float>(), dup.as<float>());
+    weight_grads(h, f, s.normed2, dgate, p.gate, p.gate_bias);
+    weight_grads(h, f, s.normed2, dup, p.up, p.up_bias);
+    DeviceArray dnormed2 = floats(tokens_ * h);
+    input_grad(h, f, dgate, p.gate, 0.0F, dnormed2);
+    input_grad(h, f, dup, p.up, 1.0F, dnormed2);
+    const DeviceArray dmid =
+        norm_backward(s.mid, at(params, p.post_norm), nullptr, dnormed2, at(grads, p.post_norm));
+    kernels_->add(dy.as<float>(), dmid.as<float>(), tokens_ * h);  // dy is now d mid
+  }
+  // Attention: mid = x + o(attn), attn = attention(rope(q), rope(k), v), q/k/v = proj(normed).
+  DeviceArray dattn = floats(tokens_ * qd);
+  weight_grads(qd, h, s.attn, dy, p.o, p.o_bias);
+  input_grad(qd, h, dy, p.o, 0.0F, dattn);
+  DeviceArray dq = floats(tokens_ * qd);
+  DeviceArray dk = floats(tokens_ * kvd);
+  DeviceArray dv = floats(tokens_ * kvd);
+  kernels_->attention_backward(config_.micro_batch_size, config_.seq_len, config_.heads,
+                               config_.kv_heads, hd, s.q.as<float>(), s.k.as<float>(),
+                               s.v.as<float>(), s.attn.as<float>(), s.lse.as<float>(),
+                               dattn.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>());
+  kernels_->rope_backward(tokens_, config_.seq_len, config_.heads, hd, config_.rope_theta,
+                          dq.as<float>());
+  kernels_->rope_backward(tokens_, config_.seq_len, config_.kv_heads, hd, config_.rope_theta,
+                          dk.as<float>());
+  weight_grads(h, qd, s.normed, dq, p.q, p.q_bias);
+  weight_grads(h, kvd, s.normed, dk, p.k, p.k_bias);
+  weight_grads(h, kvd, s.normed, dv, p.v, p.v_bias);
+  DeviceArray dnormed = floats(tokens_ * h);
+  input_grad(h, qd, dq, p.q, 0.0F, dnormed);
+  input_grad(h, kvd, dk, p.k, 1.0F, dnormed);
+  input_grad(h, kvd, dv, p.v, 1.0F, dnormed);
+  const DeviceArray dx =
+      norm_backward(s.x, at(params, p.input_norm), nullptr, dnormed, at(grads, p.input_norm));
+  kernels_->add(dy.as<float>(), dx.as<float>(), tokens_ * h);  // dy is now dx
 }
 
 double DecoderDriver::step_loss() const {
@@ -283,18 +457,27 @@ void DecoderDriver::check_call(const char* what, std::int32_t unit, std::int32_t
   FSDP_CHECK(unit >= 0 && unit < num_units_ && mb >= 0 && mb < num_mb_)
       << what << " of unit " << unit << " microbatch " << mb << " (units: " << num_units_
       << ", microbatches: " << num_mb_ << ")";
-  const std::size_t expected = unit == 0 ? 1 : (is_head(unit) ? 2 : 3);
+  const std::size_t layer_params = llama() ? static_cast<std::size_t>(lp_.count) : 3;
+  const std::size_t expected = unit == 0 ? 1 : (is_head(unit) ? 2 : layer_params);
   FSDP_CHECK(num_params == expected)
       << what << " of unit " << unit << ": " << num_params << " parameters, expected " << expected;
 }
 
 void DecoderDriver::compute_intermediates(std::int32_t unit, std::int32_t mb,
                                           std::span<const float* const> params, Saved& s) {
+  s.computed = true;
+  if (llama() && !is_head(unit)) {
+    compute_llama_layer(params, s);
+    return;
+  }
   const std::int64_t h = config_.hidden;
   s.inv_rms = floats(tokens_);
   s.normed = floats(tokens_ * h);
-  kernels_->rmsnorm_forward(tokens_, h, s.x.as<float>(), params[0], kRmsNormEps,
-                            s.inv_rms.as<float>(), s.normed.as<float>());
+  kernels_->rmsnorm_forward(tokens_, h, s.x.as<float>(), params[0], eps(), s.inv_rms.as<float>(),
+                            s.normed.as<float>());
+  if (llama()) {
+    s.inv_rms.reset();  // the importer's head keeps the norm's input and output only
+  }
   if (is_head(unit)) {
     const std::int64_t v = config_.vocab;
     DeviceArray logits = floats(tokens_ * v);

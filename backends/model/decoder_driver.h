@@ -46,19 +46,41 @@ class DecoderDriver : public HostDecoder {
   Status status() const override;
 
  private:
-  // What one unit keeps for one microbatch between forward and backward.
+  // What one unit keeps for one microbatch between forward and backward. kLlama keeps exactly
+  // what the hub importer counts as the unit's activations (core/model/hub_config.cc): no 1/rms
+  // (backward recomputes it from the norm's input).
   struct Saved {
     DeviceArray x;        // the unit's input (tokens x hidden)
-    DeviceArray inv_rms;  // tokens
-    DeviceArray normed;   // tokens x hidden
-    DeviceArray u;        // layers: W1 n (tokens x ffn)
-    DeviceArray a;        // layers: gelu(u)
+    DeviceArray inv_rms;  // kMlp: tokens
+    DeviceArray normed;   // tokens x hidden (kLlama layers: the attention norm's output)
+    DeviceArray u;        // kMlp layers: W1 n (tokens x ffn)
+    DeviceArray a;        // kMlp layers: gelu(u)
     DeviceArray probs;    // head: softmax (tokens x vocab)
+    // kLlama layers
+    DeviceArray q;          // rope(q_proj n) (tokens x heads * head_dim)
+    DeviceArray k;          // rope(k_proj n) (tokens x kv_heads * head_dim)
+    DeviceArray v;          // v_proj n
+    DeviceArray attn;       // attention output, o_proj's input (tokens x heads * head_dim)
+    DeviceArray lse;        // attention log-sum-exp (tokens x heads)
+    DeviceArray mid;        // x + o_proj(attn): the MLP's residual input (tokens x hidden)
+    DeviceArray normed2;    // rmsnorm(mid)
+    DeviceArray gate;       // gate_proj normed2 (tokens x ffn)
+    DeviceArray up;         // up_proj normed2
+    DeviceArray act;        // silu(gate) * up: down_proj's input
+    bool computed = false;  // the intermediates (everything but x) are there
 
-    bool has_intermediates() const { return !inv_rms.empty(); }
+    bool has_intermediates() const { return computed; }
     void drop_intermediates();
     std::int64_t bytes() const;
   };
+  // Indices of a kLlama layer's parameters in the unit (the importer's order); -1 = absent bias.
+  struct LlamaParams {
+    int q = 0, q_bias = -1, k = 0, k_bias = -1, v = 0, v_bias = -1, o = 0, o_bias = -1;
+    int gate = 0, gate_bias = -1, up = 0, up_bias = -1, down = 0, down_bias = -1;
+    int input_norm = 0, post_norm = 0;
+    int count = 0;
+  };
+  static LlamaParams llama_params(const DecoderConfig& config);
 
   Saved& saved(std::int32_t unit, std::int32_t mb);
   bool is_head(std::int32_t unit) const { return unit == num_units_ - 1; }
@@ -72,10 +94,28 @@ class DecoderDriver : public HostDecoder {
                      std::span<float* const> grads, Saved& s);
   void backward_layer(std::int32_t mb, std::span<const float* const> params,
                       std::span<float* const> grads, Saved& s);
-  // The gradient at the unit's input x through its rmsnorm (weight, s.inv_rms), given the
-  // gradient at the norm's output; overwrites dweight.
-  DeviceArray norm_backward(const Saved& s, const float* weight, const DeviceArray& dnormed,
-                            float* dweight);
+  // kLlama layers: the intermediates from s.x, and the backward (dy in grad_[mb] becomes dx).
+  void compute_llama_layer(std::span<const float* const> params, Saved& s);
+  void backward_llama_layer(std::int32_t mb, std::span<const float* const> params,
+                            std::span<float* const> grads, Saved& s);
+  // y += x W^T (+ bias): a projection of `rows` rows from `in` to `out` features.
+  void project(std::int64_t in, std::int64_t out, const float* x, const float* w, const float* bias,
+               float beta, float* y);
+  // The gradient at the input `x` of an rmsnorm (weight) given the gradient at its output;
+  // overwrites dweight. 1/rms comes from `inv_rms` (kMlp keeps it) or is recomputed when null.
+  DeviceArray norm_backward(const DeviceArray& x, const float* weight, const float* inv_rms,
+                            const DeviceArray& dnormed, float* dweight);
+  // rmsnorm(x) with `weight` (kLlama: 1/rms is not kept).
+  DeviceArray rmsnorm_of(const DeviceArray& x, const float* weight);
+  // hidden, ffn, head size, q width (heads x head size), k/v width (kv heads x head size).
+  struct LlamaDims {
+    std::int64_t hidden, ffn, head_dim, q_width, kv_width;
+  };
+  LlamaDims llama_dims() const;
+  // 1/rms of each row of x under the norm with `weight` (a recomputation: its output is dropped).
+  DeviceArray inv_rms_of(const DeviceArray& x, const float* weight);
+  float eps() const { return static_cast<float>(eps_); }
+  bool llama() const { return config_.family == DecoderFamily::kLlama; }
   DeviceArray floats(std::int64_t n) { return kernels_->array<float>(n); }
 
   // Declared first, destroyed last: every DeviceArray below returns its memory to it.
@@ -86,6 +126,8 @@ class DecoderDriver : public HostDecoder {
   std::int64_t world_;
   std::int64_t tokens_;  // per microbatch
   std::int32_t num_units_;
+  double eps_;                         // the rmsnorm epsilon
+  LlamaParams lp_;                     // kLlama layer parameter indices
   std::vector<DeviceArray> inputs_;    // [mb] int32 token ids
   std::vector<DeviceArray> targets_;   // [mb] int32 token ids
   std::vector<DeviceArray> hidden_;    // [mb] output of the last unit run forward

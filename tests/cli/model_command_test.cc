@@ -117,6 +117,36 @@ TEST(ModelCommandTest, BadInputIsOneErrorLine) {
   EXPECT_EQ(r.err.rfind("fsdpsim: error: /nonexistent.json: cannot open the file", 0), 0U);
 }
 
+TEST(ModelCommandTest, SizesShrinkAPresetIntoTheNetworkTrainRuns) {
+  const Result r = run_model({"--preset", "llama-3-8b", "--layers", "2", "--hidden", "256",
+                              "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--vocab", "512",
+                              "--dtype", "fp32", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["units"].size(), 4U);
+  // embedding + head 2 x 512 x 256, per layer q/o 256^2, k/v 128 x 256, MLP 3 x 256 x 512, norms.
+  const std::int64_t layer = 2 * 256 * 256 + 2 * 128 * 256 + 3 * 256 * 512 + 2 * 256;
+  EXPECT_EQ(doc["parameters"].get<std::int64_t>(), 2 * 512 * 256 + 2 * layer + 256);
+  const Result same = run_model({"--preset", "llama-3-8b", "--layers", "2", "--hidden", "256",
+                                 "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--vocab",
+                                 "512", "--dtype", "fp32", "--format", "model"});
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_NE(same.out.find("\"fp32\""), std::string::npos) << same.out.substr(0, 400);
+}
+
+TEST(ModelCommandTest, BadSizesAreOneErrorLine) {
+  Result r = run_model({"--preset", "llama-3-8b", "--heads", "3"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err,
+            "fsdpsim: error: --heads: expected heads that divide the hidden size 4096, got 3\n");
+  r = run_model({"--preset", "llama-3-8b", "--layers", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "fsdpsim: error: --layers: expected a positive integer, got 0\n");
+  r = run_model({"--preset", "llama-3-8b", "--dtype", "int4"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+}
+
 TEST(ModelCommandTest, UsageErrors) {
   EXPECT_EQ(run_model({}).code, 2);
   EXPECT_EQ(run_model({"--preset", "llama-3-8b", "--config", "x.json"}).code, 2);

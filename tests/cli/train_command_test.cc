@@ -59,6 +59,40 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
   EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
 }
 
+TEST(TrainCommandTest, LlamaModelTrainsAndPassesTheCheck) {
+  for (const char* recompute : {"", "--recompute"}) {
+    std::vector<std::string> args = {
+        "--model",    "llama-3-8b", "--layers", "2",  "--hidden",       "16", "--heads",   "4",
+        "--kv-heads", "2",          "--ffn",    "32", "--vocab",        "32", "--seq-len", "8",
+        "--mesh",     "dp=2",       "--steps",  "3",  "--microbatches", "2",  "--check"};
+    if (*recompute != '\0') {
+      args.emplace_back(recompute);
+    }
+    const auto r = run_command(run_train_command, args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("step 3 loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  }
+}
+
+TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
+  const auto one_line = [](std::vector<std::string> args, std::string_view needle) {
+    const auto r = run_command(run_train_command, args);
+    EXPECT_EQ(r.code, 1) << needle;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_EQ(r.out.find("loss"), std::string::npos) << r.out;
+  };
+  one_line({"--model", "mixtral-8x7b", "--layers", "1"},
+           "--model: model 'mixtral-8x7b': field 'model_type': expected llama, mistral or qwen2");
+  one_line({"--heads", "2"}, "--heads: expected --model too (the small decoder has no attention)");
+  one_line({"--model", "llama-3-8b", "--kv-heads", "5"},
+           "--kv-heads: expected a divisor of the number of heads 32, got 5");
+  one_line({"--model", "lama-3-8b"}, "expected one of llama-3-8b");
+  // The whole 8B network would need ~180 GiB: refused before anything is allocated.
+  one_line({"--model", "llama-3-8b", "--steps", "1"}, "training needs about ");
+}
+
 // The ranks named in a trace file's "X" events.
 std::set<int> ranks_in_trace(const std::string& path) {
   std::ifstream in(path);

@@ -36,12 +36,16 @@ struct Case {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   bool recompute = false;
   bool unified_streams = false;
+  bool llama = false;  // the Llama-family network (backends/model/decoder.h) with every bias
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 TrainSpec spec_of(const Case& c) {
   TrainSpec spec = tiny_spec();
+  if (c.llama) {
+    spec.model = testing::tiny_train_llama(spec.model);
+  }
   spec.mesh = parse_device_mesh(c.mesh).value();
   spec.strategy = c.strategy;
   spec.shard_layout = c.layout;
@@ -112,7 +116,24 @@ INSTANTIATE_TEST_SUITE_P(
              ShardLayout::kPadded, false, 4, 1, 2.0, OptimizerKind::kSgdMomentum},
         Case{"Zero3RecomputeUnifiedStreams", "dp=4", Strategy::kZero3, ShardLayout::kPadded,
              false, 2, 1, 1.0, OptimizerKind::kAdam, /*recompute=*/true,
-             /*unified_streams=*/true}),
+             /*unified_streams=*/true},
+        // The Llama network: every strategy, both row layouts, TensorAtomic and recomputation.
+        Case{"LlamaZero3Padded", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 1, 1,
+             1.0, OptimizerKind::kAdam, false, false, /*llama=*/true},
+        Case{"LlamaZero3UnpaddedTwoMicrobatches", "dp=4", Strategy::kZero3,
+             ShardLayout::kUnpadded, false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, true},
+        Case{"LlamaZero3Recompute", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 2, 1,
+             1.0, OptimizerKind::kAdam, /*recompute=*/true, false, true},
+        Case{"LlamaZero2TensorAtomic", "dp=4", Strategy::kZero2, ShardLayout::kPadded, true, 2,
+             1, 1.0, OptimizerKind::kAdam, false, false, true},
+        Case{"LlamaZero1Unpadded", "dp=4", Strategy::kZero1, ShardLayout::kUnpadded, false, 1, 1,
+             1.0, OptimizerKind::kAdam, false, false, true},
+        Case{"LlamaNoShardRecompute", "dp=4", Strategy::kNoShard, ShardLayout::kPadded, false, 1,
+             1, 1.0, OptimizerKind::kAdam, true, false, true},
+        Case{"LlamaHsdpTwoByTwoRecompute", "outer=2,inner=2", Strategy::kHsdp,
+             ShardLayout::kPadded, false, 2, 1, 1.0, OptimizerKind::kAdam, true, false, true},
+        Case{"LlamaHfsdpTwoByTwo", "outer=2,inner=2", Strategy::kHfsdp, ShardLayout::kPadded,
+             false, 1, 1, 1.0, OptimizerKind::kAdam, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 TEST(ExecutorTest, LossFalls) {

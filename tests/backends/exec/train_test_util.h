@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The tiny training spec the executor tests (CPU and GPU) train: a 2-layer decoder of hidden 8 on
-// 4-token samples, 3 steps, small enough for many cases under the sanitizers.
+// 4-token samples, 3 steps, small enough for many cases under the sanitizers; and the Llama
+// network of that size.
 #pragma once
 
 #include "backends/exec/trainer.h"
+#include "tests/backends/model/decoder_test_util.h"
 
 namespace fsdp::exec::testing {
 
@@ -20,6 +22,18 @@ inline TrainSpec tiny_train_spec() {
   spec.timeout_s = 30.0;
   spec.hyper.lr = 0.05;
   return spec;
+}
+
+// The Llama-family network of the same tiny size (hidden 8, 2 heads sharing one kv head of
+// size 4, ffn 16, every bias so each gradient path is exercised), keeping the data sizes and seed
+// of `base`.
+inline backend::DecoderConfig tiny_train_llama(const backend::DecoderConfig& base) {
+  HubArch a = backend::testing::tiny_llama_arch(/*biases=*/true);
+  a.vocab = base.vocab;
+  a.intermediate = 16;
+  return backend::decoder_config_of_arch(a, "tiny-llama", base.seq_len, base.micro_batch_size,
+                                         base.seed)
+      .value();
 }
 
 }  // namespace fsdp::exec::testing

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Test helpers for the decoder: a tiny config, and the loss and gradients of one microbatch run
-// through the public HostDecoder API (the path the executor takes).
+// Test helpers for the decoder: tiny configs of both families, the loss and gradients of one
+// microbatch run through the public HostDecoder API (the path the executor takes), and the
+// finite-difference check of a unit's gradients.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/model/decoder.h"
+#include "backends/model/internal/splitmix.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +28,37 @@ inline DecoderConfig tiny_config() {
   c.micro_batch_size = 2;
   c.seed = 42;
   return c;
+}
+
+// A 2-layer Llama-family architecture small enough for finite differences over every parameter:
+// grouped-query attention (2 heads sharing 1 kv head of size 4), SwiGLU, RoPE; `biases` turns on
+// the q/k/v, o_proj and MLP biases (llama's attention_bias and mlp_bias).
+inline HubArch tiny_llama_arch(bool biases) {
+  HubArch a;
+  a.model_type = "llama";
+  a.hidden = 8;
+  a.vocab = 11;
+  a.layers = 2;
+  a.heads = 2;
+  a.kv_heads = 1;
+  a.qk_head_dim = 4;
+  a.v_head_dim = 4;
+  a.intermediate = 12;
+  a.rope_theta = 10000.0;
+  a.rms_norm_eps = 1e-5;
+  a.qkv_bias = biases;
+  a.o_bias = biases;
+  a.mlp_bias = biases;
+  return a;
+}
+
+// tiny_llama_arch as a config of 2 samples of 5 tokens.
+inline DecoderConfig tiny_llama_config(bool biases = false) {
+  auto c = decoder_config_of_arch(tiny_llama_arch(biases), "tiny-llama", /*seq_len=*/5,
+                                  /*micro_batch_size=*/2,
+                                  /*seed=*/42);
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+  return *c;
 }
 
 inline std::vector<const float*> const_ptrs(const std::vector<std::vector<float>>& unit) {
@@ -69,6 +105,61 @@ inline double loss_and_grads(const DecoderConfig& config, const ParamValues& par
   decoder.begin_step(0);
   run_microbatch(decoder, params, 0, grads);
   return decoder.step_loss();
+}
+
+// Initial parameters with every 1-D tensor (norm weights, biases) moved to uniform in [0.5, 1.5),
+// so that a backward that forgot a norm weight or a bias would show.
+inline ParamValues perturbed_parameters(const DecoderConfig& config) {
+  ParamValues params = initial_parameters(config);
+  std::uint64_t n = 0;
+  const Model model = decoder_model(config).value();
+  for (std::size_t u = 0; u < params.size(); ++u) {
+    for (std::size_t p = 0; p < params[u].size(); ++p) {
+      if (model.units()[u].params()[p].shape().ndim() != 1) {
+        continue;
+      }
+      for (float& w : params[u][p]) {
+        w = static_cast<float>(0.5 + internal::unit_interval(internal::splitmix64(++n)));
+      }
+    }
+  }
+  return params;
+}
+
+// Central difference of the loss in parameter (u, p, e), divided by the step actually taken
+// after rounding to fp32.
+inline double numeric_gradient(const DecoderConfig& config, ParamValues& params, std::size_t u,
+                               std::size_t p, std::size_t e) {
+  float& w = params[u][p][e];
+  const float saved = w;
+  const float step = 1e-2F * std::max(1.0F, std::fabs(saved));
+  w = saved + step;
+  const float plus = w;
+  const double loss_plus = loss_and_grads(config, params);
+  w = saved - step;
+  const float minus = w;
+  const double loss_minus = loss_and_grads(config, params);
+  w = saved;
+  return (loss_plus - loss_minus) / (static_cast<double>(plus) - minus);
+}
+
+// Checks every element of every parameter of unit u; returns the largest |analytic gradient|.
+inline double check_unit(const DecoderConfig& config, std::size_t u) {
+  ParamValues params = perturbed_parameters(config);
+  ParamValues grads;
+  loss_and_grads(config, params, &grads);
+  const Model model = decoder_model(config).value();
+  double largest = 0.0;
+  for (std::size_t p = 0; p < params[u].size(); ++p) {
+    const std::string& name = model.units()[u].params()[p].name();
+    for (std::size_t e = 0; e < params[u][p].size(); ++e) {
+      const double analytic = grads[u][p][e];
+      const double numeric = numeric_gradient(config, params, u, p, e);
+      largest = std::max(largest, std::fabs(analytic));
+      EXPECT_NEAR(analytic, numeric, 2e-4 + 2e-3 * std::fabs(numeric)) << name << "[" << e << "]";
+    }
+  }
+  return largest;
 }
 
 }  // namespace fsdp::backend::testing

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// The --model argument of every command and the size options that shrink it (--layers,
+// --hidden, --ffn, --heads, --kv-heads, --vocab): `fsdpsim simulate`, `schedule` and `train`
+// given the same --model and sizes describe one network (core/model/hub_arch.h).
+#pragma once
+
+#include <string>
+
+#include "core/base/expected.h"
+#include "core/model/hub_arch.h"
+#include "core/model/model.h"
+
+#include <boost/program_options.hpp>
+
+namespace fsdp::cli {
+
+// Adds the six size options; each is set in *sizes only when given.
+void add_model_size_options(boost::program_options::options_description& desc, HubOverrides* sizes);
+
+// The architecture of a preset name (fsdpsim model --list) or a hub config.json file. *name gets
+// the preset name, or the config's _name_or_path, or the file name without ".json". An fsdpsim
+// model file is an error (it lists tensors, not an architecture that sizes could change).
+Expected<HubArch> load_arch_argument(const std::string& text, std::string* name);
+
+// A preset name or a path to a hub config.json / fsdpsim model file, with `sizes` applied (which
+// needs a preset or a hub config). Errors name the option (--model, --layers, ...).
+Expected<Model> load_model_argument(const std::string& text, const HubOverrides& sizes = {});
+
+}  // namespace fsdp::cli
