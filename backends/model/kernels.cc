@@ -280,9 +280,9 @@ void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t h
   FSDP_CHECK(kv_heads > 0 && heads % kv_heads == 0)
       << "attention: kv_heads " << kv_heads << " must divide heads " << heads;
   const AttentionShape sh(seq_len, heads, kv_heads, head_dim);
-  // P and dS of one (sample, head), s x s (row i = query, column j <= i = key), and D per query.
-  std::vector<double> p(sh.s * sh.s);
-  std::vector<double> ds(sh.s * sh.s);
+  // P and dS of one query row (keys j <= i).
+  std::vector<double> p(sh.s);
+  std::vector<double> ds(sh.s);
   std::vector<double> acc(sh.d);
   // dk and dv of one sample, summed in double: over the group's heads (outer, in order), then
   // over the queries in order; rounded once per sample.
@@ -299,35 +299,25 @@ void attention_backward(std::int64_t batch, std::int64_t seq_len, std::int64_t h
         const double l = lse[(b * sh.s + i) * sh.heads + h];
         const double di = dot(gi, out + sh.q(b, i, h), sh.d);
         for (std::size_t j = 0; j <= i; ++j) {
-          const double pij = std::exp(dot(qi, k + sh.kv(b, j, g), sh.d) * sh.scale - l);
-          const double dpij = dot(gi, v + sh.kv(b, j, g), sh.d);
-          p[i * sh.s + j] = pij;
-          ds[i * sh.s + j] = pij * (dpij - di);
+          p[j] = std::exp(dot(qi, k + sh.kv(b, j, g), sh.d) * sh.scale - l);
+          ds[j] = p[j] * (dot(gi, v + sh.kv(b, j, g), sh.d) - di);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
         for (std::size_t j = 0; j <= i; ++j) {
           const float* kj = k + sh.kv(b, j, g);
+          double* dkj = dk_acc.data() + j * sh.kv_row + g * sh.d;
+          double* dvj = dv_acc.data() + j * sh.kv_row + g * sh.d;
           for (std::size_t c = 0; c < sh.d; ++c) {
-            acc[c] += ds[i * sh.s + j] * kj[c];
+            acc[c] += ds[j] * kj[c];
+            // For each key j, queries arrive in order i = j, j+1, ... within head h: the order
+            // the CUDA set's per-key blocks sum in.
+            dkj[c] += ds[j] * qi[c];
+            dvj[c] += p[j] * gi[c];
           }
         }
         float* dqi = dq + sh.q(b, i, h);
         for (std::size_t c = 0; c < sh.d; ++c) {
           dqi[c] = static_cast<float>(acc[c] * sh.scale);
-        }
-      }
-      for (std::size_t j = 0; j < sh.s; ++j) {
-        double* dkj = dk_acc.data() + j * sh.kv_row + g * sh.d;
-        double* dvj = dv_acc.data() + j * sh.kv_row + g * sh.d;
-        for (std::size_t i = j; i < sh.s; ++i) {
-          const float* qi = q + sh.q(b, i, h);
-          const float* gi = dout + sh.q(b, i, h);
-          const double dsij = ds[i * sh.s + j];
-          const double pij = p[i * sh.s + j];
-          for (std::size_t c = 0; c < sh.d; ++c) {
-            dkj[c] += dsij * qi[c];
-            dvj[c] += pij * gi[c];
-          }
         }
       }
     }
