@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "backends/model/kernels.h"
 #include "core/base/check.h"
 #include "core/base/strings.h"
 
