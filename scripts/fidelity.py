@@ -4,8 +4,15 @@
 
   fidelity.py measure TRACE.json...     -> "step_ms exposed_ms steps ranks": per-rank medians over
                                            the steps after the first, averaged over the ranks
+  fidelity.py throughput TOKENS TRACE... -> "step_ms tokens_per_s gflops_per_s idle_pct": per rank
+                                           medians over the steps after the first, averaged over
+                                           the ranks; TOKENS = tokens one rank trains per step
   fidelity.py plot TABLE.csv OUT.svg    -> predicted-vs-measured SVG scatter
   fidelity.py table TABLE.csv           -> the table with relative errors and verdicts
+
+Throughput: the IR's FLOPs of a step's compute ops (the trace's "flops" arguments) over the
+measured step time; idle_pct is the share of the step in which no op of any stream ran (the
+executor's own time between ops: issuing, waits, bookkeeping).
 
 Measured step time: per rank and step, the last op end minus the first op start (every stream),
 median over the steps after the first (warm-up), mean over the ranks. Exposed communication: per
@@ -87,6 +94,38 @@ def measure(paths):
         exposed_ms.append(statistics.median(exposed) / 1e3)
         counted = len(times)
     return statistics.mean(step_ms), statistics.mean(exposed_ms), counted, len(ranks)
+
+
+def throughput(tokens, paths):
+    """Per rank medians (steps after the first) of the step time, the IR FLOP rate and the idle
+    share; means over the ranks."""
+    steps = {}  # (rank, step) -> [(start, end, flops)]
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        for ev in events:
+            args = ev.get("args", {})
+            if ev.get("ph") != "X" or args.get("step") is None:
+                continue
+            steps.setdefault((ev.get("pid"), args["step"]), []).append(
+                (ev["ts"], ev["ts"] + ev["dur"], args.get("flops", 0)))
+    ranks = sorted({rank for rank, _ in steps})
+    step_ms, gflops, idle = [], [], []
+    for rank in ranks:
+        mine = sorted(step for r, step in steps if r == rank)
+        t, g, i = [], [], []
+        for step in mine[1:] or mine:
+            ops = steps[(rank, step)]
+            span = max(e for _, e, _ in ops) - min(s for s, _, _ in ops)  # µs
+            t.append(span)
+            g.append(sum(f for _, _, f in ops) / (span * 1e3))  # FLOP/µs / 1e3 = GFLOP/s
+            i.append(100.0 * (span - length(union([(s, e) for s, e, _ in ops]))) / span)
+        step_ms.append(statistics.median(t) / 1e3)
+        gflops.append(statistics.median(g))
+        idle.append(statistics.median(i))
+    ms = statistics.mean(step_ms)
+    return ms, tokens / (ms / 1e3), statistics.mean(gflops), statistics.mean(idle)
 
 
 def rows(path):
@@ -184,6 +223,9 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "measure":
         step_ms, exposed_ms, n, ranks = measure(sys.argv[2:])
         print(f"{step_ms:.3f} {exposed_ms:.3f} {n} {ranks}")
+    elif len(sys.argv) >= 4 and sys.argv[1] == "throughput":
+        ms, tps, gf, idle = throughput(float(sys.argv[2]), sys.argv[3:])
+        print(f"{ms:.3f} {tps:.1f} {gf:.2f} {idle:.2f}")
     elif len(sys.argv) == 4 and sys.argv[1] == "plot":
         plot(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "table":
