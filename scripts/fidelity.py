@@ -12,7 +12,8 @@
 
 Throughput: the IR's FLOPs of a step's compute ops (the trace's "flops" arguments) over the
 measured step time; idle_pct is the share of the step in which no op of any stream ran (the
-executor's own time between ops: issuing, waits, bookkeeping).
+executor's own time: issuing, allocations, events, bookkeeping). "Ran" counts compute ops and
+collectives only: a wait op spans the time its stream waits, so it is not work.
 
 Measured step time: per rank and step, the last op end minus the first op start (every stream),
 median over the steps after the first (warm-up), mean over the ranks. Exposed communication: per
@@ -109,7 +110,8 @@ def throughput(tokens, paths):
             if ev.get("ph") != "X" or args.get("step") is None:
                 continue
             steps.setdefault((ev.get("pid"), args["step"]), []).append(
-                (ev["ts"], ev["ts"] + ev["dur"], args.get("flops", 0)))
+                (ev["ts"], ev["ts"] + ev["dur"], args.get("flops", 0),
+                 ev["name"].split(" ")[0] in COMPUTE + COLLECTIVES))
     ranks = sorted({rank for rank, _ in steps})
     step_ms, gflops, idle = [], [], []
     for rank in ranks:
@@ -117,10 +119,11 @@ def throughput(tokens, paths):
         t, g, i = [], [], []
         for step in mine[1:] or mine:
             ops = steps[(rank, step)]
-            span = max(e for _, e, _ in ops) - min(s for s, _, _ in ops)  # µs
+            span = max(e for _, e, _, _ in ops) - min(s for s, _, _, _ in ops)  # µs
             t.append(span)
-            g.append(sum(f for _, _, f in ops) / (span * 1e3))  # FLOP/µs / 1e3 = GFLOP/s
-            i.append(100.0 * (span - length(union([(s, e) for s, e, _ in ops]))) / span)
+            g.append(sum(f for _, _, f, _ in ops) / (span * 1e3))  # FLOP per ns = GFLOP/s
+            work = union([(s, e) for s, e, _, w in ops if w])
+            i.append(100.0 * (span - length(work)) / span)
         step_ms.append(statistics.median(t) / 1e3)
         gflops.append(statistics.median(g))
         idle.append(statistics.median(i))

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -226,13 +227,20 @@ ComputeRate measure_optimizer(const exec::TrainSpec& spec, const exec::TrainSetu
                      rate(static_cast<double>(n) * per_element, group.mean(t)), 0};
 }
 
-// sgemm at the decoder's shapes (forward, input-grad and weight-grad products).
+// sgemm at the decoder's shapes (forward, input-grad and weight-grad products; for the Llama
+// network also its attention projections).
 std::vector<MatmulRate> measure_matmuls(const backend::DecoderConfig& m, const Group& group,
                                         std::int64_t repeats) {
   const std::int64_t t = m.seq_len * m.micro_batch_size;
-  const std::int64_t shapes[][3] = {{t, m.ffn, m.hidden},   {t, m.hidden, m.ffn},
-                                    {t, m.vocab, m.hidden}, {m.ffn, m.hidden, t},
-                                    {m.hidden, m.ffn, t},   {m.vocab, m.hidden, t}};
+  std::vector<std::array<std::int64_t, 3>> shapes = {
+      {t, m.ffn, m.hidden}, {t, m.hidden, m.ffn}, {t, m.vocab, m.hidden},
+      {m.ffn, m.hidden, t}, {m.hidden, m.ffn, t}, {m.vocab, m.hidden, t}};
+  if (m.family == backend::DecoderFamily::kLlama) {
+    const std::int64_t q = m.heads * m.head_dim;
+    const std::int64_t kv = m.kv_heads * m.head_dim;
+    shapes.insert(shapes.end(), {{t, q, m.hidden}, {t, kv, m.hidden}, {t, m.hidden, q},
+                                 {q, m.hidden, t}, {kv, m.hidden, t}});
+  }
   std::vector<MatmulRate> out;
   for (const auto& s : shapes) {
     MatmulRate r{s[0], s[1], s[2], 1};

@@ -4,7 +4,8 @@
 // 2-8; every strategy on 1-8 ranks (HSDP/HFSDP on 2x2 and 2x4 meshes); padded layouts, unpadded
 // on 1-axis meshes, TensorAtomic ZeRO-1/2/3, block sizes 1/2/4 (every dimension is a multiple of
 // 4, so each block size divides every tensor's rows); 1-4 microbatches, prefetch next(0..2) each
-// way, unified or separate streams, recompute, the three optimizers; 2 steps. Every generated
+// way, unified or separate streams, recompute, the three optimizers; 2 steps; half of them the
+// Llama network (GQA or multi-head attention of head size 4, llama or qwen2 biases). Every generated
 // spec passes prepare_training.
 #pragma once
 
@@ -30,6 +31,11 @@ inline void showValue(const TrainSpec& s, std::ostream& os) {
      << s.model.vocab << " H " << s.model.hidden << " F " << s.model.ffn << " L "
      << s.model.layers << " S " << s.model.seq_len << " B " << s.model.micro_batch_size
      << " seed " << s.model.seed;
+  if (s.model.family == backend::DecoderFamily::kLlama) {
+    os << " | " << s.model.model_type << " heads " << s.model.heads << "/" << s.model.kv_heads
+       << " x " << s.model.head_dim << (s.model.qkv_bias ? " qkv-bias" : "")
+       << (s.model.o_bias ? " o/mlp-bias" : "");
+  }
 }
 
 }  // namespace fsdp::exec
@@ -50,6 +56,28 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
     s.model.seq_len = *rc::gen::inRange<std::int64_t>(2, 9);
     s.model.micro_batch_size = *rc::gen::inRange<std::int64_t>(1, 3);
     s.model.seed = *rc::gen::inRange<std::uint64_t>(1, 1000);
+    if (*rc::gen::arbitrary<bool>()) {
+      // The Llama network (backends/model/decoder.h) of the same sizes: heads of size 4 keep
+      // every row count a multiple of 4; grouped or multi-head; biases or none.
+      HubArch a;
+      a.model_type = *rc::gen::element(std::string("llama"), std::string("qwen2"));
+      a.hidden = s.model.hidden;
+      a.vocab = s.model.vocab;
+      a.layers = s.model.layers;
+      a.intermediate = s.model.ffn;
+      a.heads = *rc::gen::element<std::int64_t>(1, 2, 4);
+      a.kv_heads = *rc::gen::element<std::int64_t>(1, a.heads);
+      a.qk_head_dim = 4;
+      a.v_head_dim = 4;
+      a.qkv_bias = a.model_type == "qwen2";
+      a.o_bias = a.model_type == "llama" && *rc::gen::arbitrary<bool>();
+      a.mlp_bias = a.o_bias;
+      a.rope_theta = *rc::gen::element(10000.0, 500000.0);
+      a.rms_norm_eps = 1e-5;
+      s.model = backend::decoder_config_of_arch(a, "gen-llama", s.model.seq_len,
+                                                s.model.micro_batch_size, s.model.seed)
+                    .value();
+    }
     s.strategy = *rc::gen::element(Strategy::kNoShard, Strategy::kZero1, Strategy::kZero2,
                                    Strategy::kZero3, Strategy::kZero3, Strategy::kHsdp,
                                    Strategy::kHfsdp);
