@@ -260,10 +260,10 @@ int run_in_process(const TrainBackend& backend, const exec::TrainSpec& spec, boo
   };
   std::vector<Expected<exec::RankResult>> outcomes = backend.run_in_process(*setup, spec, print);
   std::vector<exec::RankResult> results;
+  if (const Error* e = exec::first_failure(outcomes)) {
+    return report_error(io, *e);
+  }
   for (auto& o : outcomes) {
-    if (!o) {
-      return report_error(io, o.error());
-    }
     results.push_back(std::move(*o));
   }
   if (!trace.empty()) {

@@ -75,7 +75,9 @@ Status agree(Executor& executor, Status mine, std::int64_t rank, std::string_vie
     return failures.error();
   }
   if (*failures > 0) {
-    return Error(ErrorCode::kFailedPrecondition,
+    // kUnavailable: an echo of a peer's failure, which first_failure (trainer.h) reports
+    // after any rank's own error.
+    return Error(ErrorCode::kUnavailable,
                  str_cat("rank ", rank, ": ", *failures, " other rank(s) failed ", what,
                          " (their errors name the file)"));
   }

@@ -208,12 +208,26 @@ std::vector<Expected<RankResult>> run_rank_threads(
   return out;
 }
 
+const Error* first_failure(const std::vector<Expected<RankResult>>& outcomes) {
+  const Error* first = nullptr;
+  for (const Expected<RankResult>& o : outcomes) {
+    if (o) {
+      continue;
+    }
+    if (o.error().code() != ErrorCode::kUnavailable) {
+      return &o.error();
+    }
+    first = first == nullptr ? &o.error() : first;
+  }
+  return first;
+}
+
 Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes) {
+  if (const Error* e = first_failure(outcomes)) {
+    return *e;
+  }
   std::vector<RankResult> out;
   for (auto& o : outcomes) {
-    if (!o) {
-      return o.error();
-    }
     out.push_back(std::move(*o));
   }
   return out;

@@ -120,8 +120,13 @@ std::vector<Expected<RankResult>> run_rank_threads(
     const std::function<bool(std::int64_t)>& skip_rank,
     const std::function<void(std::int64_t, double)>& on_step);
 
-// The results of every rank, or the first rank's error.
+// The results of every rank, or first_failure's error.
 Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes);
+
+// The error to report for a failed world: the first rank's that is not kUnavailable (a rank that
+// only heard of a peer's failure, e.g. "1 other rank(s) failed to load ..." from a checkpoint,
+// or was aborted), else the first rank's. Null when every rank succeeded.
+const Error* first_failure(const std::vector<Expected<RankResult>>& outcomes);
 
 // max |a - b| / max(max |b|, tiny) over everything: losses, and every parameter of every unit.
 // Infinity when the sizes differ or any value on either side is not finite.

@@ -215,6 +215,18 @@ TEST(CheckpointTest, FlippedByteFailsTheChecksum) {
     f.put('\x7f');
   }
   expect_one_line(run_error(resume2), {"rank-2.bin", "checksum", "tensor '"});
+  // Resharded onto 2 ranks, only rank 1 reads rank-3.bin's records: the error reported is its
+  // own, not rank 0's word that a peer failed.
+  const std::string dir3 = fresh_dir("flipped_reshard");
+  TrainSpec resume3 = save_three(dir3);
+  resume3.mesh = one_axis_mesh(2);
+  resume3.microbatches = 2;
+  {
+    std::fstream f(dir3 + "/step-3/rank-3.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x55');
+  }
+  expect_one_line(run_error(resume3), {"rank-3.bin", "fails its checksum", "tensor '"});
 }
 
 TEST(CheckpointTest, MissingShardFileIsAnErrorNamingFileAndTensor) {
