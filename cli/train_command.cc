@@ -8,8 +8,8 @@
 // reference.
 #include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <iomanip>
@@ -335,9 +335,9 @@ int run_train_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, "train", "--save-every needs --save DIR");
   }
   if (train.spec.checkpoint.save_every < 0) {
-    return report_usage_error(io, "train",
-                              str_cat("--save-every is ", train.spec.checkpoint.save_every,
-                                      "; expected >= 0"));
+    return report_usage_error(
+        io, "train",
+        str_cat("--save-every is ", train.spec.checkpoint.save_every, "; expected >= 0"));
   }
   auto full = make_train_spec(train);
   if (!full) {

@@ -27,8 +27,12 @@ constexpr std::string_view kManifestFile = "manifest.json";
 constexpr std::string_view kLatestFile = "latest";
 constexpr std::int64_t kMaxLatestBytes = 4096;
 
-std::string step_name(std::int64_t step) { return str_cat("step-", step); }
-std::string shard_file_name(std::int64_t rank) { return str_cat("rank-", rank, ".bin"); }
+std::string step_name(std::int64_t step) {
+  return str_cat("step-", step);
+}
+std::string shard_file_name(std::int64_t rank) {
+  return str_cat("rank-", rank, ".bin");
+}
 
 Error io_error(const std::string& path, std::string_view what) {
   return Error(ErrorCode::kInvalidArgument, str_cat(path, ": ", what));
@@ -112,8 +116,8 @@ Status finish_save(const std::string& dir, const std::string& tmp, std::int64_t 
     }
     m.shards.push_back(std::move(shard));
   }
-  FSDP_RETURN_IF_ERROR(write_output_file((fs::path(tmp) / kManifestFile).string(),
-                                         to_json(m).dump(1) + "\n"));
+  FSDP_RETURN_IF_ERROR(
+      write_output_file((fs::path(tmp) / kManifestFile).string(), to_json(m).dump(1) + "\n"));
   FSDP_RETURN_IF_ERROR(sync_dir(tmp));
   const std::string final_dir = (fs::path(dir) / step_name(step)).string();
   std::error_code ec;
@@ -157,27 +161,27 @@ Status check_manifest(const CheckpointManifest& m, const CheckpointContext& ctx,
                               units[u].name(), "' is missing"));
     }
     if (u >= units.size()) {
-      return mismatch(str_cat("its unit '", m.units[u].name, "' is not in the model (", units.size(),
-                              " units)"));
+      return mismatch(str_cat("its unit '", m.units[u].name, "' is not in the model (",
+                              units.size(), " units)"));
     }
     const ManifestUnit& mu = m.units[u];
     if (mu.name != units[u].name()) {
-      return mismatch(str_cat("unit ", u, " is '", mu.name, "'; the model's is '",
-                              units[u].name(), "'"));
+      return mismatch(
+          str_cat("unit ", u, " is '", mu.name, "'; the model's is '", units[u].name(), "'"));
     }
     const std::vector<Param>& params = units[u].params();
     for (std::size_t p = 0; p < std::max(params.size(), mu.params.size()); ++p) {
       if (p >= mu.params.size()) {
-        return mismatch(str_cat("tensor '", params[p].name(), "' of unit '", mu.name,
-                                "' is missing"));
+        return mismatch(
+            str_cat("tensor '", params[p].name(), "' of unit '", mu.name, "' is missing"));
       }
       if (p >= params.size()) {
         return mismatch(str_cat("tensor '", mu.params[p].name, "' is not in unit '", mu.name,
                                 "' of the model"));
       }
       if (mu.params[p].name != params[p].name()) {
-        return mismatch(str_cat("parameter ", p, " of unit '", mu.name, "' is '",
-                                mu.params[p].name, "'; the model's is '", params[p].name(), "'"));
+        return mismatch(str_cat("parameter ", p, " of unit '", mu.name, "' is '", mu.params[p].name,
+                                "'; the model's is '", params[p].name(), "'"));
       }
       const auto dims = params[p].shape().dims();
       if (!std::equal(dims.begin(), dims.end(), mu.params[p].shape.begin(),
@@ -195,10 +199,10 @@ Status check_manifest(const CheckpointManifest& m, const CheckpointContext& ctx,
                          ctx.optimizer.kind, " (", num_states, ")"));
   }
   if (m.data.seed != ctx.seed) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(source, ": the checkpoint's data seed is ", m.data.seed,
-                         "; this run's --seed is ", ctx.seed,
-                         " (the samples would not continue the saved run's)"));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        str_cat(source, ": the checkpoint's data seed is ", m.data.seed, "; this run's --seed is ",
+                ctx.seed, " (the samples would not continue the saved run's)"));
   }
   if (m.data.samples_per_step != ctx.samples_per_step) {
     return Error(ErrorCode::kInvalidArgument,
@@ -208,9 +212,8 @@ Status check_manifest(const CheckpointManifest& m, const CheckpointContext& ctx,
                          "data to continue)"));
   }
   if (m.data.next_step != m.step) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(source, ": data position ", m.data.next_step, " differs from step ",
-                         m.step));
+    return Error(ErrorCode::kInvalidArgument, str_cat(source, ": data position ", m.data.next_step,
+                                                      " differs from step ", m.step));
   }
   return ok_status();
 }
@@ -239,8 +242,8 @@ Expected<ExecutorState> read_state(const std::string& path, const CheckpointCont
         s.records.empty()
             ? std::string("it holds no records")
             : str_cat("it holds tensor '", tensor_name(m, s.records[0].unit, s.records[0].param),
-                      "' elements [", s.records[0].range.start, ", ", s.records[0].range.end(),
-                      ")", s.records.size() > 1 ? " and more" : "");
+                      "' elements [", s.records[0].range.start, ", ", s.records[0].range.end(), ")",
+                      s.records.size() > 1 ? " and more" : "");
     Expected<ShardIndex> index = read_shard_index(file, s.bytes);
     if (!index) {
       return Error(index.error().code(), str_cat(index.error().message(), "; ", holds));
@@ -263,9 +266,9 @@ Expected<ExecutorState> read_state(const std::string& path, const CheckpointCont
       const std::string name = tensor_name(m, rec.slice.unit, rec.slice.param);
       if (rec.num_states != (m.optimizer.num_states == 0 ? 0 : m.optimizer.num_states) &&
           rec.num_states != 0) {
-        return io_error(file, str_cat("the record of tensor '", name, "' holds ", rec.num_states,
-                                      " states per weight; the manifest says ",
-                                      m.optimizer.num_states));
+        return io_error(file,
+                        str_cat("the record of tensor '", name, "' holds ", rec.num_states,
+                                " states per weight; the manifest says ", m.optimizer.num_states));
       }
       FSDP_TRY(TensorShard shard, read_shard_record(file, rec, name));
       state.shards.push_back(std::move(shard));
@@ -290,8 +293,8 @@ Expected<ExecutorState> read_state(const std::string& path, const CheckpointCont
     }
     if (next < w.range.end()) {
       return Error(ErrorCode::kInvalidArgument,
-                   str_cat(step_dir, ": no shard file holds elements [", next, ", ",
-                           w.range.end(), ") of tensor '", tensor_name(m, w.unit, w.param),
+                   str_cat(step_dir, ": no shard file holds elements [", next, ", ", w.range.end(),
+                           ") of tensor '", tensor_name(m, w.unit, w.param),
                            "' (the manifest's records do not cover it)"));
     }
   }
@@ -308,8 +311,8 @@ Expected<std::string> resolve_checkpoint_step(const std::string& path) {
   }
   const std::string latest = (fs::path(path) / kLatestFile).string();
   if (!fs::exists(latest, ec)) {
-    return io_error(path, str_cat("not a checkpoint: neither ", kManifestFile, " nor ",
-                                  kLatestFile, " is there"));
+    return io_error(path, str_cat("not a checkpoint: neither ", kManifestFile, " nor ", kLatestFile,
+                                  " is there"));
   }
   FSDP_TRY(const std::string text, read_input_file(latest, kMaxLatestBytes));
   const std::string_view name = trim(text);

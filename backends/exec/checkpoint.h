@@ -47,8 +47,8 @@ Expected<CheckpointManifest> read_checkpoint_manifest(const std::string& step_di
 // DIR/step-<executor.steps_done()>. Errors on every rank when any rank fails (the failing rank
 // names the file and the reason; the others say a peer failed); DIR/latest then still names the
 // previous complete step.
-Status save_checkpoint(const std::string& dir, const CheckpointContext& context,
-                       Executor& executor, std::int64_t rank);
+Status save_checkpoint(const std::string& dir, const CheckpointContext& context, Executor& executor,
+                       std::int64_t rank);
 
 // A collective: reads the checkpoint `path` names (resolve_checkpoint_step), checks it against
 // the context (same unit and parameter names and shapes in Model order, same optimizer kind, same

@@ -47,9 +47,9 @@ Expected<std::vector<ManifestUnit>> parse_units(const JsonObjectReader& model) {
   FSDP_TRY(const json* units, model.get_array("units"));
   std::vector<ManifestUnit> out;
   for (std::size_t u = 0; u < units->size(); ++u) {
-    FSDP_TRY(JsonObjectReader ur, JsonObjectReader::make((*units)[u], model.source(),
-                                                         str_cat(model.field_path("units"), "[",
-                                                                 u, "]")));
+    FSDP_TRY(JsonObjectReader ur,
+             JsonObjectReader::make((*units)[u], model.source(),
+                                    str_cat(model.field_path("units"), "[", u, "]")));
     ManifestUnit unit;
     FSDP_TRY(unit.name, ur.get_string("name"));
     FSDP_TRY(const json* params, ur.get_array("params"));
@@ -68,8 +68,7 @@ Expected<std::vector<ManifestUnit>> parse_units(const JsonObjectReader& model) {
       std::int64_t numel = 1;
       for (std::int64_t dim : param.shape) {
         if (!checked_mul(numel, dim, &numel)) {
-          return pr.error("shape", "dims whose product fits in int64",
-                          to_string_dims(param.shape));
+          return pr.error("shape", "dims whose product fits in int64", to_string_dims(param.shape));
         }
       }
       unit.params.push_back(std::move(param));
@@ -158,35 +157,35 @@ json to_json(const CheckpointManifest& m) {
   const SavedConfig& c = m.config;
   const SavedOptimizer& o = m.optimizer;
   const DataPosition& d = m.data;
-  return json{
-      {"format", kCheckpointFormat},
-      {"version", m.version},
-      {"step", m.step},
-      {"model", {{"name", m.model_name}, {"units", std::move(units)}}},
-      {"saved_with",
-       {{"world_size", c.world_size},
-        {"mesh", c.mesh},
-        {"strategy", c.strategy},
-        {"shard_layout", c.shard_layout},
-        {"block_size", c.block_size},
-        {"tensor_atomic", c.tensor_atomic},
-        {"microbatches", c.microbatches},
-        {"grad_scale", c.grad_scale}}},
-      {"optimizer",
-       {{"kind", o.kind},
-        {"num_states", o.num_states},
-        {"lr", o.lr},
-        {"momentum", o.momentum},
-        {"beta1", o.beta1},
-        {"beta2", o.beta2},
-        {"eps", o.eps}}},
-      {"data",
-       {{"seed", d.seed},
-        {"next_step", d.next_step},
-        {"samples_per_step", d.samples_per_step},
-        {"note", "training samples are a pure function of (seed, global sample index); step "
+  return json{{"format", kCheckpointFormat},
+              {"version", m.version},
+              {"step", m.step},
+              {"model", {{"name", m.model_name}, {"units", std::move(units)}}},
+              {"saved_with",
+               {{"world_size", c.world_size},
+                {"mesh", c.mesh},
+                {"strategy", c.strategy},
+                {"shard_layout", c.shard_layout},
+                {"block_size", c.block_size},
+                {"tensor_atomic", c.tensor_atomic},
+                {"microbatches", c.microbatches},
+                {"grad_scale", c.grad_scale}}},
+              {"optimizer",
+               {{"kind", o.kind},
+                {"num_states", o.num_states},
+                {"lr", o.lr},
+                {"momentum", o.momentum},
+                {"beta1", o.beta1},
+                {"beta2", o.beta2},
+                {"eps", o.eps}}},
+              {"data",
+               {{"seed", d.seed},
+                {"next_step", d.next_step},
+                {"samples_per_step", d.samples_per_step},
+                {"note",
+                 "training samples are a pure function of (seed, global sample index); step "
                  "next_step starts at sample next_step * samples_per_step"}}},
-      {"shards", std::move(shards)}};
+              {"shards", std::move(shards)}};
 }
 
 Expected<CheckpointManifest> parse_checkpoint_manifest(std::string_view text,
@@ -236,8 +235,7 @@ Expected<CheckpointManifest> parse_checkpoint_manifest(std::string_view text,
 
   FSDP_TRY(const json* shards, top.get_array("shards"));
   for (std::size_t k = 0; k < shards->size(); ++k) {
-    FSDP_TRY(ManifestShard shard,
-             parse_shard((*shards)[k], m, source, str_cat("shards[", k, "]")));
+    FSDP_TRY(ManifestShard shard, parse_shard((*shards)[k], m, source, str_cat("shards[", k, "]")));
     m.shards.push_back(std::move(shard));
   }
   return m;
@@ -268,15 +266,15 @@ std::string describe_manifest(const CheckpointManifest& m) {
      << "data: seed " << m.data.seed << ", next step " << m.data.next_step << ", "
      << m.data.samples_per_step << " samples per step (samples are a pure function of seed and "
      << "sample index)\n"
-     << "model: " << m.model_name << ", " << m.units.size() << " units, " << tensors
-     << " tensors, " << params << " parameters\n"
-     << "saved with: " << c.world_size << " ranks, mesh " << c.mesh << ", strategy "
-     << c.strategy << ", shard layout " << c.shard_layout << ", block " << c.block_size
+     << "model: " << m.model_name << ", " << m.units.size() << " units, " << tensors << " tensors, "
+     << params << " parameters\n"
+     << "saved with: " << c.world_size << " ranks, mesh " << c.mesh << ", strategy " << c.strategy
+     << ", shard layout " << c.shard_layout << ", block " << c.block_size
      << (c.tensor_atomic ? ", tensor-atomic" : "") << ", microbatches " << c.microbatches
      << ", grad scale " << c.grad_scale << "\n"
      << "optimizer: " << o.kind << " (" << o.num_states << " states per weight), lr " << o.lr
-     << ", momentum " << o.momentum << ", beta1 " << o.beta1 << ", beta2 " << o.beta2
-     << ", eps " << o.eps << "\n"
+     << ", momentum " << o.momentum << ", beta1 " << o.beta1 << ", beta2 " << o.beta2 << ", eps "
+     << o.eps << "\n"
      << "tensors:\n";
   for (const ManifestUnit& u : m.units) {
     for (const ManifestParam& p : u.params) {
@@ -290,10 +288,9 @@ std::string describe_manifest(const CheckpointManifest& m) {
     for (const TensorSlice& r : s.records) {
       elements += r.range.numel;
     }
-    os << "  " << s.file << ": rank " << s.rank << ", " << s.bytes << " bytes, crc32 0x"
-       << std::hex << std::setw(8) << std::setfill('0') << s.crc32 << std::dec
-       << std::setfill(' ') << ", " << s.records.size() << " records, " << elements
-       << " elements\n";
+    os << "  " << s.file << ": rank " << s.rank << ", " << s.bytes << " bytes, crc32 0x" << std::hex
+       << std::setw(8) << std::setfill('0') << s.crc32 << std::dec << std::setfill(' ') << ", "
+       << s.records.size() << " records, " << elements << " elements\n";
   }
   return os.str();
 }

@@ -72,8 +72,8 @@ struct ManifestShard {
   std::string file;  // relative to the step directory: "rank-3.bin"
   std::int64_t rank = 0;
   std::int64_t bytes = 0;
-  std::uint32_t crc32 = 0;            // of the whole file
-  std::vector<TensorSlice> records;   // in file order
+  std::uint32_t crc32 = 0;           // of the whole file
+  std::vector<TensorSlice> records;  // in file order
   friend bool operator==(const ManifestShard&, const ManifestShard&) = default;
 };
 

@@ -73,13 +73,12 @@ std::string encode_shard_file(std::int64_t rank, const ExecutorState& state) {
   std::int64_t offset = kHeaderBytes + n * kEntryBytes + kIndexTrailerBytes;
   for (const TensorShard& s : state.shards) {
     const std::int64_t numel = s.slice.range.numel;
-    FSDP_CHECK(static_cast<std::int64_t>(s.weights.size()) == numel &&
-               (numel > 0 ? s.states.size() % static_cast<std::size_t>(numel) == 0
-                          : s.states.empty()))
+    FSDP_CHECK(
+        static_cast<std::int64_t>(s.weights.size()) == numel &&
+        (numel > 0 ? s.states.size() % static_cast<std::size_t>(numel) == 0 : s.states.empty()))
         << "shard of unit " << s.slice.unit << " parameter " << s.slice.param << " holds "
         << s.weights.size() << " weights and " << s.states.size() << " states for " << numel;
-    const std::int64_t states =
-        numel == 0 ? 0 : static_cast<std::int64_t>(s.states.size()) / numel;
+    const std::int64_t states = numel == 0 ? 0 : static_cast<std::int64_t>(s.states.size()) / numel;
     boost::crc_32_type payload_crc;
     for (const std::vector<float>* part : {&s.weights, &s.states}) {
       const std::string_view b = float_bytes(*part);
@@ -118,8 +117,8 @@ Expected<ShardIndex> read_shard_index(const std::string& path, std::int64_t file
   }
   const auto version = get<std::uint32_t>(header, 8);
   if (version != kShardVersion) {
-    return shard_error(path, str_cat("shard format version ", version, "; expected ",
-                                     kShardVersion));
+    return shard_error(path,
+                       str_cat("shard format version ", version, "; expected ", kShardVersion));
   }
   ShardIndex index;
   index.rank = get<std::int64_t>(header, 16);
@@ -132,7 +131,8 @@ Expected<ShardIndex> read_shard_index(const std::string& path, std::int64_t file
   const std::int64_t index_end = kHeaderBytes + n * kEntryBytes;
   FSDP_TRY(const std::string head, read_file_range(path, 0, index_end + kIndexTrailerBytes));
   const auto stored = get<std::uint32_t>(head, index_end);
-  const std::uint32_t actual = crc32_of(std::string_view(head).substr(0, static_cast<std::size_t>(index_end)));
+  const std::uint32_t actual =
+      crc32_of(std::string_view(head).substr(0, static_cast<std::size_t>(index_end)));
   if (stored != actual) {
     return shard_error(path, str_cat("the header and record index fail their checksum (crc32 ",
                                      hex32(actual), ", stored ", hex32(stored), ")"));

@@ -233,7 +233,8 @@ class ExecutorImpl final : public Executor {
         // The slice's first element in layout coordinates, and so in the shard buffers.
         const GroupGeometry& sg = geometry_.groups[idx(params_[idx(sl.unit)][idx(sl.param)].group)];
         const std::int64_t tensor = params_[idx(sl.unit)][idx(sl.param)].tensor;
-        const std::int64_t at = sg.layout.get_tensor_range(tensor).start + sl.range.start - opt.start;
+        const std::int64_t at =
+            sg.layout.get_tensor_range(tensor).start + sl.range.start - opt.start;
         TensorShard shard{sl, {}, {}};
         shard.weights.assign(weights.begin() + at, weights.begin() + at + sl.range.numel);
         for (std::int64_t k = 0; k < group_states; ++k) {
@@ -276,10 +277,10 @@ class ExecutorImpl final : public Executor {
       const ParamLoc& loc = params_[idx(sl.unit)][idx(sl.param)];
       const std::string name = tensor_name(sl.unit, sl.param);
       if (sl.range.start < 0 || sl.range.numel < 0 || sl.range.end() > loc.numel) {
-        return Error(ErrorCode::kInvalidArgument,
-                     str_cat("rank ", rank_, ": a shard of ", name, " holds elements [",
-                             sl.range.start, ", ", sl.range.end(), "); the tensor has ",
-                             loc.numel));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            str_cat("rank ", rank_, ": a shard of ", name, " holds elements [", sl.range.start,
+                    ", ", sl.range.end(), "); the tensor has ", loc.numel));
       }
       const GroupGeometry& g = geometry_.groups[idx(loc.group)];
       const std::int64_t group_states = opt_state_[idx(loc.group)] >= 0 ? num_states_ : 0;
@@ -319,8 +320,8 @@ class ExecutorImpl final : public Executor {
             ++end;
           }
           return Error(ErrorCode::kInvalidArgument,
-                       str_cat("rank ", rank_, ": no shard holds elements [", e, ", ", end,
-                               ") of ", tensor_name(sl.unit, sl.param)));
+                       str_cat("rank ", rank_, ": no shard holds elements [", e, ", ", end, ") of ",
+                               tensor_name(sl.unit, sl.param)));
         }
       }
     }
@@ -330,10 +331,9 @@ class ExecutorImpl final : public Executor {
                                            resident_[idx(main_weight_[gi])].data(),
                                            weights[gi].data(), opt.numel));
       if (opt_state_[gi] >= 0) {
-        FSDP_RETURN_IF_ERROR(device_->upload(StreamKind::kCompute,
-                                             resident_[idx(opt_state_[gi])].data(),
-                                             states[gi].data(),
-                                             static_cast<std::int64_t>(states[gi].size())));
+        FSDP_RETURN_IF_ERROR(
+            device_->upload(StreamKind::kCompute, resident_[idx(opt_state_[gi])].data(),
+                            states[gi].data(), static_cast<std::int64_t>(states[gi].size())));
       }
     }
     steps_done_ = state.steps_done;

@@ -20,8 +20,8 @@
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/base/limits.h"
-#include "core/mesh/strategy.h"
 #include "core/mesh/device_mesh.h"
+#include "core/mesh/strategy.h"
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
 #include "core/policy/fsdp_config.h"
@@ -44,7 +44,7 @@ struct TrainSpec {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   backend::OptimizerHyper hyper;
   double grad_scale = 1.0;
-  std::int64_t steps = 20;   // total: a run resumed at step N runs steps - N more
+  std::int64_t steps = 20;  // total: a run resumed at step N runs steps - N more
   double timeout_s = 60.0;  // per collective
   CheckpointOptions checkpoint;
 };

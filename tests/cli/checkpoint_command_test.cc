@@ -71,18 +71,17 @@ TEST(CheckpointCommandTest, SavedRunResumesThroughTheBinaryAndPassesTheCheck) {
   ASSERT_EQ(text.code, 0) << text.out;
   for (const char* line : {"step: 2 (optimizer steps completed)", "next step 2",
                            "saved with: 4 ranks, mesh dp=4, strategy zero3, shard layout padded",
-                           "optimizer: adam (2 states per weight)", "layers.0.w1.weight",
-                           "[16, 8]", "rank-3.bin: rank 3"}) {
+                           "optimizer: adam (2 states per weight)", "layers.0.w1.weight", "[16, 8]",
+                           "rank-3.bin: rank 3"}) {
     EXPECT_NE(text.out.find(line), std::string::npos) << line << " in\n" << text.out;
   }
 }
 
 TEST(CheckpointCommandTest, InspectJsonIsTheManifest) {
   const std::string dir = fresh_dir("json");
-  ASSERT_EQ(run_command(run_train_command,
-                        {"--steps", "3", "--save-every", "2", "--save", dir, "--mesh", "dp=2",
-                         "--layers", "1", "--hidden", "8", "--ffn", "16", "--vocab", "16",
-                         "--seq-len", "4"})
+  ASSERT_EQ(run_command(run_train_command, {"--steps", "3", "--save-every", "2", "--save", dir,
+                                            "--mesh", "dp=2", "--layers", "1", "--hidden", "8",
+                                            "--ffn", "16", "--vocab", "16", "--seq-len", "4"})
                 .code,
             0);
   const Result r =
@@ -132,8 +131,7 @@ TEST(CheckpointCommandTest, HelpTeachesTheTotalStepCount) {
   EXPECT_NE(train.out.find("--resume ckpt"), std::string::npos) << train.out;
   const Result inspect = run_command(run_checkpoint_command, {"--help"});
   EXPECT_EQ(inspect.code, 0);
-  EXPECT_NE(inspect.out.find("fsdpsim checkpoint inspect ckpt"), std::string::npos)
-      << inspect.out;
+  EXPECT_NE(inspect.out.find("fsdpsim checkpoint inspect ckpt"), std::string::npos) << inspect.out;
 }
 
 }  // namespace
