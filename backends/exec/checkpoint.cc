@@ -54,9 +54,11 @@ Status sync_dir(const std::string& dir) {
 }
 
 Status make_dirs(const std::string& dir) {
+  // Every rank creates the same directory at once: losing that race is no error.
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, ec)) {
+  std::error_code is_dir_ec;
+  if (!fs::is_directory(dir, is_dir_ec)) {
     return io_error(dir, str_cat("cannot create the directory: ",
                                  ec ? ec.message() : "it exists and is not a directory"));
   }

@@ -183,9 +183,14 @@ Expected<TensorShard> read_shard_record(const std::string& path, const ShardReco
   const auto numel = static_cast<std::size_t>(r.slice.range.numel);
   shard.weights.resize(numel);
   shard.states.resize(numel * static_cast<std::size_t>(r.num_states));
-  std::memcpy(shard.weights.data(), bytes->data(), numel * sizeof(float));
-  std::memcpy(shard.states.data(), bytes->data() + numel * sizeof(float),
-              shard.states.size() * sizeof(float));
+  // memcpy of zero bytes from or to an empty vector's null data() is still undefined.
+  if (numel > 0) {
+    std::memcpy(shard.weights.data(), bytes->data(), numel * sizeof(float));
+  }
+  if (!shard.states.empty()) {
+    std::memcpy(shard.states.data(), bytes->data() + numel * sizeof(float),
+                shard.states.size() * sizeof(float));
+  }
   return shard;
 }
 

@@ -168,6 +168,35 @@ TEST(CheckpointTest, ReshardsFromZeroThreeToHsdp) {
   expect_reshard(base_spec(10), hsdp_spec(10), fresh_dir("to_hsdp"));
 }
 
+// Across the other strategies and placements, and the optimizers with one and no state: the
+// saver's replicas or owners never matter to the reader.
+TEST(CheckpointTest, ReshardsAcrossStrategiesAndOptimizers) {
+  struct Pair {
+    const char* name;
+    Strategy from;
+    bool from_atomic;
+    Strategy to;
+    bool to_atomic;
+    OptimizerKind optimizer;
+  };
+  for (const Pair& p : {Pair{"noshard_to_zero1", Strategy::kNoShard, false, Strategy::kZero1,
+                             false, OptimizerKind::kAdam},
+                        Pair{"zero2_atomic_to_zero3", Strategy::kZero2, true, Strategy::kZero3,
+                             false, OptimizerKind::kSgdMomentum},
+                        Pair{"zero3_to_zero1_atomic", Strategy::kZero3, false, Strategy::kZero1,
+                             true, OptimizerKind::kSgd}}) {
+    SCOPED_TRACE(p.name);
+    TrainSpec from = base_spec(10);
+    from.strategy = p.from;
+    from.tensor_atomic = p.from_atomic;
+    from.optimizer = p.optimizer;
+    TrainSpec to = from;
+    to.strategy = p.to;
+    to.tensor_atomic = p.to_atomic;
+    expect_reshard(from, to, fresh_dir(p.name));
+  }
+}
+
 // A saved checkpoint at step 3 of the tiny spec on dp=4 zero3, in `dir`.
 TrainSpec save_three(const std::string& dir) {
   TrainSpec spec = base_spec(3);
