@@ -179,8 +179,8 @@ TEST(CheckpointTest, ReshardsAcrossStrategiesAndOptimizers) {
     bool to_atomic;
     OptimizerKind optimizer;
   };
-  for (const Pair& p : {Pair{"noshard_to_zero1", Strategy::kNoShard, false, Strategy::kZero1,
-                             false, OptimizerKind::kAdam},
+  for (const Pair& p : {Pair{"noshard_to_zero1", Strategy::kNoShard, false, Strategy::kZero1, false,
+                             OptimizerKind::kAdam},
                         Pair{"zero2_atomic_to_zero3", Strategy::kZero2, true, Strategy::kZero3,
                              false, OptimizerKind::kSgdMomentum},
                         Pair{"zero3_to_zero1_atomic", Strategy::kZero3, false, Strategy::kZero1,
