@@ -279,6 +279,17 @@ TEST(CheckpointTest, ManifestOfAnotherModelIsAnErrorNamingTheTensor) {
   expect_one_line(run_error(sgd), {"manifest.json", "adam state", "this run uses sgd"});
 }
 
+// The data stream continues only with the saved seed and samples per step.
+TEST(CheckpointTest, AnotherSeedOrBatchIsAnError) {
+  TrainSpec seed = save_three(fresh_dir("other_seed"));
+  seed.model.seed = 8;
+  expect_one_line(run_error(seed), {"manifest.json", "data seed is 7", "--seed is 8"});
+  TrainSpec batch = save_three(fresh_dir("other_batch"));
+  batch.microbatches = 2;
+  expect_one_line(run_error(batch),
+                  {"manifest.json", "took 8 samples per step", "this run takes 16"});
+}
+
 TEST(CheckpointTest, InterruptedSaveLeavesThePreviousCheckpointLoadable) {
   const std::string dir = fresh_dir("interrupted");
   const TrainSpec resume = save_three(dir);
