@@ -22,6 +22,8 @@ std::span<const Command> all_commands() {
       Command{"train",
               "train a small decoder for real by executing the schedule IR (CPU+MPI, CUDA+NCCL)",
               &run_train_command},
+      Command{"checkpoint", "inspect a sharded training checkpoint (fsdpsim train --save)",
+              &run_checkpoint_command},
       Command{"commbench", "CPU backend all-gather/reduce-scatter bus bandwidth vs plain MPI",
               &run_commbench_command},
       Command{"sweep", "simulate many meshes and policies; the Pareto front of speed vs memory",

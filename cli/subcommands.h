@@ -19,5 +19,6 @@ int run_commbench_command(std::span<const std::string> args, Io& io);
 int run_sweep_command(std::span<const std::string> args, Io& io);
 int run_calibrate_command(std::span<const std::string> args, Io& io);
 int run_compare_command(std::span<const std::string> args, Io& io);
+int run_checkpoint_command(std::span<const std::string> args, Io& io);
 
 }  // namespace fsdp::cli

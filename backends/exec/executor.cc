@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "backends/exec/resident_buffer.h"
+#include "core/base/check.h"
 #include "core/base/strings.h"
 #include "core/schedule/group_geometry.h"
 
@@ -74,6 +75,7 @@ class ExecutorImpl final : public Executor {
     FSDP_RETURN_IF_ERROR(plan_geometry());
     FSDP_RETURN_IF_ERROR(locate_params(initial));
     scale_ = static_cast<float>(schedule_.gradient_scale());
+    num_states_ = backend::optimizer_num_states(options_.optimizer);
     // Resident buffers as the program lists them; main weights from the initial values.
     MemoryResource& memory = device_->memory();
     resident_.resize(program_.resident.size());
@@ -81,6 +83,9 @@ class ExecutorImpl final : public Executor {
     for (std::size_t k = 0; k < program_.resident.size(); ++k) {
       const fsdp::ResidentBuffer& b = program_.resident[k];
       FSDP_TRY(resident_[k], ResidentBuffer::make(memory, b.elements));
+      if (b.kind == ResidentKind::kOptimizerState) {
+        opt_state_[idx(b.geometry_group)] = static_cast<std::int32_t>(k);
+      }
       if (b.kind != ResidentKind::kMainWeight) {
         continue;
       }
@@ -146,7 +151,9 @@ class ExecutorImpl final : public Executor {
       loss_ = static_cast<double>(loss) / static_cast<double>(schedule_.mesh().size());
       return ok_status();
     });
-    return finish(str_cat("step ", step));  // "rank 0 step 3: <first error>"
+    FSDP_RETURN_IF_ERROR(finish(str_cat("step ", step)));  // "rank 0 step 3: <first error>"
+    steps_done_ = step + 1;
+    return ok_status();
   }
 
   double last_loss() const override { return loss_; }
@@ -191,6 +198,163 @@ class ExecutorImpl final : public Executor {
     return out;
   }
 
+  std::int64_t steps_done() const override { return steps_done_; }
+  std::int64_t num_states() const override { return num_states_; }
+
+  std::vector<TensorSlice> local_slices() const override {
+    std::vector<TensorSlice> out;
+    for (std::size_t gi = 0; gi < geometry_.groups.size(); ++gi) {
+      const Range opt = ranges_[gi][idx(static_cast<int>(Extent::kOptimizer))];
+      append_slices(gi, opt, out);
+    }
+    return out;
+  }
+
+  Expected<ExecutorState> export_state() override {
+    ExecutorState state;
+    state.steps_done = steps_done_;
+    state.num_states = num_states_;
+    std::vector<float> weights;
+    std::vector<float> states;
+    for (std::size_t gi = 0; gi < geometry_.groups.size(); ++gi) {
+      const GroupGeometry& g = geometry_.groups[gi];
+      const Range opt = ranges_[gi][idx(static_cast<int>(Extent::kOptimizer))];
+      FSDP_TRY(std::vector<Range> owned, owned_ranges(g, opt));
+      if (owned.empty()) {
+        continue;
+      }
+      FSDP_RETURN_IF_ERROR(download_group(gi, opt, weights, states));
+      const std::int64_t group_states = opt_state_[gi] >= 0 ? num_states_ : 0;
+      std::vector<TensorSlice> slices;
+      for (const Range& r : owned) {
+        append_slices(gi, r, slices);
+      }
+      for (const TensorSlice& sl : slices) {
+        // The slice's first element in layout coordinates, and so in the shard buffers.
+        const GroupGeometry& sg = geometry_.groups[idx(params_[idx(sl.unit)][idx(sl.param)].group)];
+        const std::int64_t tensor = params_[idx(sl.unit)][idx(sl.param)].tensor;
+        const std::int64_t at =
+            sg.layout.get_tensor_range(tensor).start + sl.range.start - opt.start;
+        TensorShard shard{sl, {}, {}};
+        shard.weights.assign(weights.begin() + at, weights.begin() + at + sl.range.numel);
+        for (std::int64_t k = 0; k < group_states; ++k) {
+          const auto from = states.begin() + k * opt.numel + at;
+          shard.states.insert(shard.states.end(), from, from + sl.range.numel);
+        }
+        state.shards.push_back(std::move(shard));
+      }
+    }
+    return state;
+  }
+
+  Status import_state(const ExecutorState& state) override {
+    if (state.num_states != num_states_) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("rank ", rank_, ": the state holds ", state.num_states,
+                           " optimizer values per weight; the optimizer ",
+                           to_string(options_.optimizer), " keeps ", num_states_));
+    }
+    // Host images of every group's shard buffers, filled from the shards, with a coverage mark
+    // per layout element.
+    const std::size_t n = geometry_.groups.size();
+    std::vector<std::vector<float>> weights(n);
+    std::vector<std::vector<float>> states(n);
+    std::vector<std::vector<char>> covered(n);
+    for (std::size_t gi = 0; gi < n; ++gi) {
+      const Range opt = ranges_[gi][idx(static_cast<int>(Extent::kOptimizer))];
+      weights[gi].assign(idx(opt.numel), 0.0F);
+      states[gi].assign(idx(opt_state_[gi] >= 0 ? num_states_ * opt.numel : 0), 0.0F);
+      covered[gi].assign(idx(opt.numel), 0);
+    }
+    for (const TensorShard& shard : state.shards) {
+      const TensorSlice& sl = shard.slice;
+      if (sl.unit < 0 || idx(sl.unit) >= params_.size() || sl.param < 0 ||
+          idx(sl.param) >= params_[idx(sl.unit)].size()) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat("rank ", rank_, ": a shard names parameter ", sl.param, " of unit ",
+                             sl.unit, "; the model has no such tensor"));
+      }
+      const ParamLoc& loc = params_[idx(sl.unit)][idx(sl.param)];
+      const std::string name = tensor_name(sl.unit, sl.param);
+      if (sl.range.start < 0 || sl.range.numel < 0 || sl.range.end() > loc.numel) {
+        return Error(
+            ErrorCode::kInvalidArgument,
+            str_cat("rank ", rank_, ": a shard of ", name, " holds elements [", sl.range.start,
+                    ", ", sl.range.end(), "); the tensor has ", loc.numel));
+      }
+      const GroupGeometry& g = geometry_.groups[idx(loc.group)];
+      const std::int64_t group_states = opt_state_[idx(loc.group)] >= 0 ? num_states_ : 0;
+      if (static_cast<std::int64_t>(shard.weights.size()) != sl.range.numel ||
+          static_cast<std::int64_t>(shard.states.size()) != group_states * sl.range.numel) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat("rank ", rank_, ": a shard of ", name, " over ", sl.range.numel,
+                             " elements holds ", shard.weights.size(), " weights and ",
+                             shard.states.size(), " state values; expected ", sl.range.numel,
+                             " and ", group_states * sl.range.numel));
+      }
+      const Range opt = ranges_[idx(loc.group)][idx(static_cast<int>(Extent::kOptimizer))];
+      const Range tr = g.layout.get_tensor_range(loc.tensor);
+      // The shard's elements in layout coordinates, clipped to this rank's range.
+      const std::int64_t lo = std::max(tr.start + sl.range.start, opt.start);
+      const std::int64_t hi = std::min(tr.start + sl.range.end(), opt.end());
+      for (std::int64_t x = lo; x < hi; ++x) {
+        const std::int64_t from = x - tr.start - sl.range.start;  // index into the shard
+        const std::int64_t to = x - opt.start;                    // index into the rank's buffer
+        weights[idx(loc.group)][idx(to)] = shard.weights[idx(from)];
+        for (std::int64_t k = 0; k < group_states; ++k) {
+          states[idx(loc.group)][idx(k * opt.numel + to)] =
+              shard.states[idx(k * sl.range.numel + from)];
+        }
+        covered[idx(loc.group)][idx(to)] = 1;
+      }
+    }
+    for (const TensorSlice& sl : local_slices()) {
+      const ParamLoc& loc = params_[idx(sl.unit)][idx(sl.param)];
+      const GroupGeometry& g = geometry_.groups[idx(loc.group)];
+      const Range opt = ranges_[idx(loc.group)][idx(static_cast<int>(Extent::kOptimizer))];
+      const std::int64_t base = g.layout.get_tensor_range(loc.tensor).start - opt.start;
+      for (std::int64_t e = sl.range.start; e < sl.range.end(); ++e) {
+        if (covered[idx(loc.group)][idx(base + e)] == 0) {
+          std::int64_t end = e;
+          while (end < sl.range.end() && covered[idx(loc.group)][idx(base + end)] == 0) {
+            ++end;
+          }
+          return Error(ErrorCode::kInvalidArgument,
+                       str_cat("rank ", rank_, ": no shard holds elements [", e, ", ", end, ") of ",
+                               tensor_name(sl.unit, sl.param)));
+        }
+      }
+    }
+    for (std::size_t gi = 0; gi < n; ++gi) {
+      const Range opt = ranges_[gi][idx(static_cast<int>(Extent::kOptimizer))];
+      FSDP_RETURN_IF_ERROR(device_->upload(StreamKind::kCompute,
+                                           resident_[idx(main_weight_[gi])].data(),
+                                           weights[gi].data(), opt.numel));
+      if (opt_state_[gi] >= 0) {
+        FSDP_RETURN_IF_ERROR(
+            device_->upload(StreamKind::kCompute, resident_[idx(opt_state_[gi])].data(),
+                            states[gi].data(), static_cast<std::int64_t>(states[gi].size())));
+      }
+    }
+    steps_done_ = state.steps_done;
+    return ok_status();
+  }
+
+  Expected<double> sum_over_ranks(double value) override {
+    auto v = static_cast<float>(value);
+    device_->submit(StreamKind::kCompute, TaskTag{}, [this, &v]() -> Status {
+      constexpr StreamKind kStream = StreamKind::kCompute;
+      FSDP_RETURN_IF_ERROR(device_->upload(kStream, loss_buf_.data(), &v, 1));
+      for (std::int64_t a = 0; a < comms_->num_axes(); ++a) {
+        FSDP_RETURN_IF_ERROR(
+            comms_->axis(a).all_reduce(kStream, DType::kFp32, loss_buf_.data(), 1));
+      }
+      return device_->download(kStream, &v, loss_buf_.data(), 1);
+    });
+    FSDP_RETURN_IF_ERROR(finish("summing over ranks"));
+    return static_cast<double>(v);
+  }
+
   std::vector<OpTiming> op_timeline() const override {
     std::vector<OpTiming> out;
     for (const TaskTiming& t : device_->timeline()) {
@@ -205,6 +369,70 @@ class ExecutorImpl final : public Executor {
   }
 
  private:
+  // --- checkpoints ------------------------------------------------------------------------------
+  std::string tensor_name(std::int32_t unit, std::int32_t param) const {
+    return str_cat("parameter ", param, " of unit '", schedule_.unit_names()[idx(unit)], "'");
+  }
+
+  // The tensor slices of group gi that layout range `r` holds (padding skipped).
+  void append_slices(std::size_t gi, Range r, std::vector<TensorSlice>& out) const {
+    const GroupGeometry& g = geometry_.groups[gi];
+    for (std::size_t t = 0; t < g.param_indices.size(); ++t) {
+      const Range tr = g.layout.get_tensor_range(static_cast<std::int64_t>(t));
+      const std::int64_t lo = std::max(tr.start, r.start);
+      const std::int64_t hi = std::min(tr.end(), r.end());
+      if (lo < hi) {
+        out.push_back(TensorSlice{g.unit, static_cast<std::int32_t>(g.param_indices[t]),
+                                  Range{lo - tr.start, hi - lo}});
+      }
+    }
+  }
+
+  // `opt` (this rank's optimizer range of g) less the optimizer ranges of every lower rank.
+  Expected<std::vector<Range>> owned_ranges(const GroupGeometry& g, Range opt) const {
+    std::vector<Range> left;
+    if (opt.numel > 0) {
+      left.push_back(opt);
+    }
+    for (std::int64_t r = 0; r < rank_ && !left.empty(); ++r) {
+      FSDP_TRY(const Range other, extent_range(g, Extent::kOptimizer, r));
+      std::vector<Range> next;
+      for (const Range& piece : left) {
+        if (other.numel <= 0 || other.end() <= piece.start || other.start >= piece.end()) {
+          next.push_back(piece);
+          continue;
+        }
+        if (other.start > piece.start) {
+          next.push_back(Range{piece.start, other.start - piece.start});
+        }
+        if (other.end() < piece.end()) {
+          next.push_back(Range{other.end(), piece.end() - other.end()});
+        }
+      }
+      left = std::move(next);
+    }
+    return left;
+  }
+
+  // Host copies of group gi's main weights and optimizer states (empty without state).
+  Status download_group(std::size_t gi, Range opt, std::vector<float>& weights,
+                        std::vector<float>& states) {
+    weights.assign(idx(opt.numel), 0.0F);
+    FSDP_RETURN_IF_ERROR(device_->download(StreamKind::kCompute, weights.data(),
+                                           resident_[idx(main_weight_[gi])].data(), opt.numel));
+    states.clear();
+    if (opt_state_[gi] >= 0) {
+      const ResidentBuffer& buf = resident_[idx(opt_state_[gi])];
+      FSDP_CHECK(buf.size() == num_states_ * opt.numel)
+          << "optimizer state of group " << gi << " has " << buf.size() << " values; expected "
+          << num_states_ * opt.numel;
+      states.assign(idx(buf.size()), 0.0F);
+      FSDP_RETURN_IF_ERROR(
+          device_->download(StreamKind::kCompute, states.data(), buf.data(), buf.size()));
+    }
+    return ok_status();
+  }
+
   // --- what this executor implements (make) -----------------------------------------------------
   std::string where(const GroupGeometry& g) const {
     return str_cat("unit '", schedule_.unit_names()[idx(g.unit)], "' group ", g.group);
@@ -281,6 +509,7 @@ class ExecutorImpl final : public Executor {
   Status plan_geometry() {
     ranges_.resize(geometry_.groups.size());
     main_weight_.assign(geometry_.groups.size(), -1);
+    opt_state_.assign(geometry_.groups.size(), -1);
     for (std::size_t gi = 0; gi < geometry_.groups.size(); ++gi) {
       for (const Extent e : {Extent::kFull, Extent::kParameter, Extent::kGradient,
                              Extent::kOptimizer}) {
@@ -676,11 +905,14 @@ class ExecutorImpl final : public Executor {
   std::vector<std::vector<ParamLoc>> params_;      // [unit][param]
   std::vector<ResidentBuffer> resident_;           // per RankProgram::resident entry
   std::vector<std::int32_t> main_weight_;          // group -> index into resident_
+  std::vector<std::int32_t> opt_state_;            // group -> index into resident_, or -1
   std::vector<void*> buffers_;
   ResidentBuffer loss_buf_;      // the loss all-reduce's device slot
   ResidentBuffer frozen_grads_;  // backward's output for parameters that are not trained
   float scale_ = 1.0F;
   std::int64_t step_ = 0;
+  std::int64_t steps_done_ = 0;
+  std::int64_t num_states_ = 0;
   double loss_ = 0.0;
   bool failed_ = false;
 };

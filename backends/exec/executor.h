@@ -17,6 +17,7 @@
 
 #include "backends/exec/communicator.h"
 #include "backends/exec/device.h"
+#include "backends/exec/executor_state.h"
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/layout/global_layout.h"
@@ -96,6 +97,33 @@ class Executor {
   virtual Expected<backend::ParamValues> gather_parameters() = 0;
   // The ops executed so far, in execution order per stream (records and waits included).
   virtual std::vector<OpTiming> op_timeline() const = 0;
+
+  // --- checkpoints (docs/design/backends.md, "Checkpoints"); only while the streams are idle,
+  // after make or between run_step calls ---
+  // Optimizer steps completed: 0 after make, step + 1 after a successful run_step(step), or what
+  // import_state set. run_step(step) uses Adam step count step + 1, so a resumed run continues
+  // with run_step(steps_done()).
+  virtual std::int64_t steps_done() const = 0;
+  // The optimizer state values per weight (0 SGD, 1 SGD momentum, 2 Adam).
+  virtual std::int64_t num_states() const = 0;
+  // Every tensor slice this rank holds under the optimizer extent (replicas included), groups in
+  // order, tensors in layout order; empty slices left out.
+  virtual std::vector<TensorSlice> local_slices() const = 0;
+  // The main weights and optimizer states of the slices this rank owns: the parts of
+  // local_slices() that no lower rank also holds (with replicated optimizer placements, HSDP,
+  // no-shard, only the lowest rank holding a range exports it), so the union over ranks holds
+  // every element of every tensor exactly once. Errors: the device's.
+  virtual Expected<ExecutorState> export_state() = 0;
+  // Writes `state` into this rank's main weights and optimizer states: every element of every
+  // local slice must be covered by state.shards (which may hold more, and other tensors); layout
+  // padding is zeroed, as make() leaves it. Sets steps_done(). Errors (kInvalidArgument, one line
+  // naming the tensor by unit name and parameter index): num_states differs from the
+  // optimizer's, a shard names no tensor or lies outside it, its value counts do not match its
+  // range, an element not covered; the device's.
+  virtual Status import_state(const ExecutorState& state) = 0;
+  // The sum over every rank of the mesh of `value` (a collective, and so a barrier: every rank
+  // must call it). fp32 arithmetic: exact for small integers. Errors: the communicators'.
+  virtual Expected<double> sum_over_ranks(double value) = 0;
 };
 
 }  // namespace fsdp::exec

@@ -42,6 +42,10 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   if (spec.steps < 1) {
     return Error(ErrorCode::kInvalidArgument, str_cat("steps is ", spec.steps, "; expected >= 1"));
   }
+  if (spec.checkpoint.save_every < 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("save every is ", spec.checkpoint.save_every, " steps; expected >= 0"));
+  }
   if (!(spec.timeout_s > 0.0 && spec.timeout_s <= kMaxTimeoutSeconds)) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("timeout is ", spec.timeout_s, " s; expected a value in (0, ",
@@ -100,11 +104,27 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
                           decoder.get(), &device, &comms, options));
   RankResult result;
   result.rank = rank;
-  for (std::int64_t step = 0; step < spec.steps; ++step) {
+  const CheckpointOptions& ckpt = spec.checkpoint;
+  const CheckpointContext context = checkpoint_context(setup, spec);
+  if (!ckpt.resume_from.empty()) {
+    FSDP_TRY(result.first_step, load_checkpoint(ckpt.resume_from, context, *executor, rank));
+    if (result.first_step > spec.steps) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("rank ", rank, ": the checkpoint ", ckpt.resume_from, " is at step ",
+                           result.first_step, "; --steps ", spec.steps,
+                           " counts all steps, so nothing is left to run"));
+    }
+  }
+  for (std::int64_t step = result.first_step; step < spec.steps; ++step) {
     FSDP_RETURN_IF_ERROR(executor->run_step(step));
     result.losses.push_back(executor->last_loss());
     if (on_step) {
       on_step(step, executor->last_loss());
+    }
+    const std::int64_t done = step + 1;
+    if (!ckpt.save_dir.empty() &&
+        (done == spec.steps || (ckpt.save_every > 0 && done % ckpt.save_every == 0))) {
+      FSDP_RETURN_IF_ERROR(save_checkpoint(ckpt.save_dir, context, *executor, rank));
     }
   }
   FSDP_TRY(result.final_params, executor->gather_parameters());
@@ -115,6 +135,30 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
         device.arena().high_water(static_cast<BufferClass>(c));
   }
   return result;
+}
+
+CheckpointContext checkpoint_context(const TrainSetup& setup, const TrainSpec& spec) {
+  CheckpointContext c;
+  c.model = &setup.model;
+  const DeviceMesh& mesh = setup.config.mesh();
+  c.config = SavedConfig{mesh.size(),
+                         to_string(mesh),
+                         std::string(to_string(spec.strategy)),
+                         std::string(to_string(spec.shard_layout)),
+                         spec.block_size,
+                         spec.tensor_atomic,
+                         spec.microbatches,
+                         spec.grad_scale};
+  c.optimizer = SavedOptimizer{std::string(to_string(spec.optimizer)),
+                               backend::optimizer_num_states(spec.optimizer),
+                               spec.hyper.lr,
+                               spec.hyper.momentum,
+                               spec.hyper.beta1,
+                               spec.hyper.beta2,
+                               spec.hyper.eps};
+  c.seed = spec.model.seed;
+  c.samples_per_step = mesh.size() * spec.microbatches * spec.model.micro_batch_size;
+  return c;
 }
 
 std::vector<Expected<RankResult>> run_rank_threads(
@@ -164,12 +208,26 @@ std::vector<Expected<RankResult>> run_rank_threads(
   return out;
 }
 
+const Error* first_failure(const std::vector<Expected<RankResult>>& outcomes) {
+  const Error* first = nullptr;
+  for (const Expected<RankResult>& o : outcomes) {
+    if (o) {
+      continue;
+    }
+    if (o.error().code() != ErrorCode::kUnavailable) {
+      return &o.error();
+    }
+    first = first == nullptr ? &o.error() : first;
+  }
+  return first;
+}
+
 Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes) {
+  if (const Error* e = first_failure(outcomes)) {
+    return *e;
+  }
   std::vector<RankResult> out;
   for (auto& o : outcomes) {
-    if (!o) {
-      return o.error();
-    }
     out.push_back(std::move(*o));
   }
   return out;

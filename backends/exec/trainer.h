@@ -13,14 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "backends/exec/checkpoint.h"
 #include "backends/exec/communicator.h"
 #include "backends/exec/device.h"
 #include "backends/exec/executor.h"
 #include "backends/model/decoder.h"
 #include "core/base/expected.h"
 #include "core/base/limits.h"
-#include "core/mesh/strategy.h"
 #include "core/mesh/device_mesh.h"
+#include "core/mesh/strategy.h"
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
 #include "core/policy/fsdp_config.h"
@@ -43,8 +44,9 @@ struct TrainSpec {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   backend::OptimizerHyper hyper;
   double grad_scale = 1.0;
-  std::int64_t steps = 20;
+  std::int64_t steps = 20;  // total: a run resumed at step N runs steps - N more
   double timeout_s = 60.0;  // per collective
+  CheckpointOptions checkpoint;
 };
 
 // The ranges prepare_training accepts besides kMaxTimeoutSeconds (core/base/limits.h, issue 16):
@@ -77,15 +79,22 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec);
 
 struct RankResult {
   std::int64_t rank = 0;
-  std::vector<double> losses;          // per step, mean over ranks and microbatches
+  std::int64_t first_step = 0;         // 0, or the step a resumed run continued at
+  std::vector<double> losses;          // per step run, mean over ranks and microbatches
   backend::ParamValues final_params;   // gathered after the last step
   std::vector<OpTiming> timeline;
   std::vector<ArenaRecord> arena_log;
   std::array<std::int64_t, kNumBufferClasses> high_water{};
 };
 
-// Runs spec.steps steps of `rank` and gathers the final parameters. on_step(step, loss) is called
-// after each step (may be empty). Errors: the executor's, prefixed with the rank.
+// What the checkpoints of a run record and are checked against (checkpoint.h).
+CheckpointContext checkpoint_context(const TrainSetup& setup, const TrainSpec& spec);
+
+// Runs steps [first, spec.steps) of `rank` and gathers the final parameters: first is 0, or with
+// spec.checkpoint.resume_from the checkpoint's step (load_checkpoint, resharded to this run's
+// layout). With spec.checkpoint.save_dir it saves after every save_every steps and after the last
+// one (save_checkpoint). on_step(step, loss) is called after each step (may be empty). Errors:
+// the executor's, prefixed with the rank; the checkpoint's; a checkpoint past spec.steps.
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
                                 Device& device, CommunicatorSet& comms,
                                 const std::function<void(std::int64_t, double)>& on_step);
@@ -111,8 +120,13 @@ std::vector<Expected<RankResult>> run_rank_threads(
     const std::function<bool(std::int64_t)>& skip_rank,
     const std::function<void(std::int64_t, double)>& on_step);
 
-// The results of every rank, or the first rank's error.
+// The results of every rank, or first_failure's error.
 Expected<std::vector<RankResult>> collect_ranks(std::vector<Expected<RankResult>> outcomes);
+
+// The error to report for a failed world: the first rank's that is not kUnavailable (a rank that
+// only heard of a peer's failure, e.g. "1 other rank(s) failed to load ..." from a checkpoint,
+// or was aborted), else the first rank's. Null when every rank succeeded.
+const Error* first_failure(const std::vector<Expected<RankResult>>& outcomes);
 
 // max |a - b| / max(max |b|, tiny) over everything: losses, and every parameter of every unit.
 // Infinity when the sizes differ or any value on either side is not finite.

@@ -135,6 +135,62 @@ Expected<std::string> read_input_file(const std::string& path, std::int64_t max_
   return text;
 }
 
+Expected<std::int64_t> regular_file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return file_error(path,
+                      str_cat("is ", describe_file_type(st.st_mode), "; expected a regular file"));
+  }
+  return static_cast<std::int64_t>(st.st_size);
+}
+
+Expected<std::string> read_file_range(const std::string& path, std::int64_t offset,
+                                      std::int64_t length, std::int64_t max_bytes) {
+  if (offset < 0 || length < 0 || length > max_bytes) {
+    return file_error(path, str_cat("cannot read ", length, " bytes at offset ", offset,
+                                    "; a read is at most ", max_bytes, " bytes"));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
+  }
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return file_error(path,
+                      str_cat("is ", describe_file_type(st.st_mode), "; expected a regular file"));
+  }
+  const auto size = static_cast<std::int64_t>(st.st_size);
+  if (offset > size - length) {
+    return file_error(path, str_cat("the file is ", size, " bytes; expected at least ",
+                                    offset + length, ": truncated"));
+  }
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  std::int64_t have = 0;
+  while (have < length) {
+    const ssize_t n = ::pread(fd, bytes.data() + have, static_cast<std::size_t>(length - have),
+                              static_cast<off_t>(offset + have));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) {
+        continue;
+      }
+      return file_error(path, str_cat("cannot read the file: ", errno_text(errno)));
+    }
+    if (n == 0) {
+      return file_error(path, str_cat("the file ended at byte ", offset + have, "; expected ",
+                                      offset + length, ": truncated"));
+    }
+    have += n;
+  }
+  return bytes;
+}
+
 Status write_output_file(const std::string& path, std::string_view contents) {
   return write_output_file_with(
       path,

@@ -22,6 +22,17 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{64} << 20;  // 6
 Expected<std::string> read_input_file(const std::string& path,
                                       std::int64_t max_bytes = kMaxInputFileBytes);
 
+// Reads `length` bytes at `offset` of the regular file at `path` (binary data such as checkpoint
+// shards, which may exceed kMaxInputFileBytes in total; each read is bounded by `max_bytes`).
+// Errors name the path: not a regular file, length over `max_bytes`, a range past the end of the
+// file ("the file is N bytes; expected at least M: truncated").
+Expected<std::string> read_file_range(const std::string& path, std::int64_t offset,
+                                      std::int64_t length,
+                                      std::int64_t max_bytes = kMaxInputFileBytes);
+
+// The size in bytes of the regular file at `path`. Errors name the path.
+Expected<std::int64_t> regular_file_size(const std::string& path);
+
 // Writes `contents` to `path`: a new file in the same folder, flushed, closed and then renamed
 // over `path` (which may be a symbolic link: its target is replaced). On any failure the temporary
 // file is removed and `path` is unchanged. A `path` that exists and is not a regular file is
