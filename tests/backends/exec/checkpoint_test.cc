@@ -188,6 +188,21 @@ TEST(CheckpointTest, ReshardsFromZeroThreeToHsdp) {
   expect_reshard(base_spec(10), hsdp_spec(10), fresh_dir("to_hsdp"));
 }
 
+// The Llama network (attention, RoPE, SwiGLU, biases): the same rules hold, resume bit-identical
+// and resharded dp=4 padded -> dp=2 unpadded with recomputation.
+TEST(CheckpointTest, LlamaResumesBitIdenticalAndReshards) {
+  TrainSpec llama = base_spec(10);
+  llama.model = testing::tiny_train_llama(llama.model);
+  expect_bit_identical_resume(llama, fresh_dir("llama"));
+  TrainSpec to = llama;
+  to.mesh = one_axis_mesh(2);
+  to.shard_layout = ShardLayout::kUnpadded;
+  to.microbatches = 2;
+  to.grad_scale = 0.5;
+  to.recompute = true;
+  expect_reshard(llama, to, fresh_dir("llama_to_dp2"));
+}
+
 // Across the other strategies and placements, and the optimizers with one and no state: the
 // saver's replicas or owners never matter to the reader.
 TEST(CheckpointTest, ReshardsAcrossStrategiesAndOptimizers) {
