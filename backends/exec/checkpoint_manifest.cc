@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backends/exec/checkpoint_manifest.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 #include <utility>
@@ -276,10 +277,20 @@ std::string describe_manifest(const CheckpointManifest& m) {
      << ", momentum " << o.momentum << ", beta1 " << o.beta1 << ", beta2 " << o.beta2 << ", eps "
      << o.eps << "\n"
      << "tensors:\n";
+  // Columns as wide as their widest entry (hub names run to ~50 characters).
+  std::size_t name_width = 0;
+  std::size_t shape_width = 0;
   for (const ManifestUnit& u : m.units) {
     for (const ManifestParam& p : u.params) {
-      os << "  " << std::left << std::setw(32) << p.name << " " << std::setw(12)
-         << to_string_dims(p.shape) << " unit " << u.name << "\n";
+      name_width = std::max(name_width, p.name.size());
+      shape_width = std::max(shape_width, to_string_dims(p.shape).size());
+    }
+  }
+  for (const ManifestUnit& u : m.units) {
+    for (const ManifestParam& p : u.params) {
+      os << "  " << std::left << std::setw(static_cast<int>(name_width)) << p.name << "  "
+         << std::setw(static_cast<int>(shape_width)) << to_string_dims(p.shape) << "  unit "
+         << u.name << "\n";
     }
   }
   os << "shards:\n";
