@@ -56,7 +56,9 @@ ProcessResult run_mpi(int np, const std::vector<std::pair<std::string, std::stri
   argv.push_back(FSDPSIM_EXE);
   argv.insert(argv.end(), args.begin(), args.end());
   Limits l;
-  l.address_space_bytes = 0;  // Open MPI maps far more than 1 GB of address space
+  // No address-space limit here: RLIMIT_AS would bind mpirun and every rank it starts, and Open
+  // MPI maps far more than 1 GB of address space.
+  l.address_space_bytes = 0;
   l.timeout_s = 90.0;
   ProcessResult r = run_program(argv, l);
   for (const auto& entry : env) {
@@ -131,6 +133,25 @@ TEST(MultirankRegression, CommbenchPlainMpiHalfHonoursTheTimeout) {
   EXPECT_NE(r.err.find("rank 1 did not reach a backend block of commbench within 3 s"),
             std::string::npos)
       << r.err;
+}
+
+TEST(MultirankRegression, CommbenchBadCommandLineIsPrintedOnceNotByEveryRank) {
+  // Every rank printed the same validation error: three ranks, three identical lines.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"commbench", "--repeats", "0"},
+        {"commbench", "--sizes", "0"},
+        {"commbench", "--timeout", "nan"},
+        {"commbench", "--bogus"}}) {
+    SCOPED_TRACE(args.back());
+    const ProcessResult r = run_mpi(3, {}, args);
+    EXPECT_FALSE(r.timed_out) << r.err;
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;  // mpirun adds its own banner
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST(MultirankRegression, CalibrateHonoursTheTimeout) {
