@@ -59,8 +59,8 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
   }
   if (!(dot_timeout_s > 0.0 && dot_timeout_s <= kMaxDotTimeoutS)) {
     return report_usage_error(io, "schedule",
-                              str_cat("--dot-timeout is ", dot_timeout_s, "; expected seconds in (0, ",
-                                      kMaxDotTimeoutS, "]"));
+                              str_cat("--dot-timeout is ", dot_timeout_s,
+                                      "; expected seconds in (0, ", kMaxDotTimeoutS, "]"));
   }
   if (format != "text" && format != "json" && format != "dot") {
     return report_usage_error(io, "schedule",
