@@ -4,6 +4,10 @@
 // not a stack overflow.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -77,6 +81,51 @@ TEST(ResourcesRegression, MemoryEstimateNamesTheNeedAndTheBudget) {
   EXPECT_GT(cli::memory_budget_bytes(), 0);
 }
 
+TEST(ResourcesRegression, MemoryBudgetIsTheAddressSpaceLeftNotTheWholeLimit) {
+  // Was: the budget was all of RLIMIT_AS, though a started fsdpsim already maps about 0.9 GB of
+  // it, so under a 1 GB limit a run estimated at 0.6 GB was let through and died of bad_alloc.
+  // Here the limit is set 2 GiB above what this process maps now (restored at once after).
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  ASSERT_NE(statm, nullptr);
+  unsigned long long pages = 0;
+  ASSERT_EQ(std::fscanf(statm, "%llu", &pages), 1);
+  std::fclose(statm);
+  const double mapped = static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(mapped) + (2ULL << 30);
+  if (saved.rlim_max != RLIM_INFINITY && tight.rlim_cur > saved.rlim_max) {
+    GTEST_SKIP() << "the hard RLIMIT_AS is below what this test needs";
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  const std::int64_t budget = cli::memory_budget_bytes();
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  EXPECT_LE(budget, 2LL << 30);
+  EXPECT_GT(budget, 1LL << 30);
+}
+
+TEST(ResourcesRegression, HugeLayoutIsRefusedWithAnEstimateNotTerminated) {
+  // Was: `layout --dp 1000000 --format json` under a 1 GB limit ended in std::terminate (exit
+  // 134): bad_alloc while the JSON tree was built, and again in its destructor during the
+  // unwinding. Now the layout's memory is estimated before it is built.
+  const ProcessResult r = run_fsdpsim(
+      {"layout", "--shapes", "8x8", "--dp", "2147483647", "--format", "json"}, as_limit());
+  expect_one_line_error(r, 1, "the layout needs about");
+  EXPECT_NE(r.err.find("2147483647 ranks x 1536 B"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this process may use; try a smaller --dp or --format table"),
+            std::string::npos)
+      << r.err;
+  // The table needs less per rank (64 GiB here): refused by the estimate, or where the machine
+  // has that much memory, by the allocator; one line either way, never a crash.
+  const ProcessResult table = run_fsdpsim(
+      {"layout", "--shapes", "8x8", "--dp", "2147483647", "--format", "table"}, as_limit());
+  EXPECT_FALSE(table.timed_out);
+  EXPECT_EQ(table.signal, 0);
+  EXPECT_EQ(table.exit_code, 1) << table.err;
+  EXPECT_TRUE(is_one_line(table.err)) << table.err;
+}
+
 TEST(ResourcesRegression, DeepParentChainIsAnErrorNotAStackOverflow) {
   // Was: a segfault in simulate, schedule and sweep (recursive traversals).
   const std::string path = model_file(12000, /*chain=*/true);
@@ -113,13 +162,14 @@ TEST(ResourcesRegression, ManyFlatUnitsScheduleAndSimulateInLinearTime) {
   // Was: 10^5 flat units took 50 s to simulate (Model::children and the prefetch targets each
   // scanned every unit). 20,000 units in the ASan debug build stay well inside the timeout
   // only when the work is linear.
-  // The case is about time; its memory is not small, so it gets 4 GB instead of the suite's
+  // The case is about time; its memory is not small, so it gets 6 GB instead of the suite's
   // 1 GB: 20,000 units need a resident set of 0.40 GB (schedule) and 0.86 GB (simulate) in the
   // release build, 1.06 and 1.54 GB in the ASan debug build (/usr/bin/time -f %M), and
-  // simulate's memory estimate (3.1 GiB) refuses the run under a smaller RLIMIT_AS.
+  // simulate's memory estimate (3.1 GiB, beside the 0.9 GB of address space fsdpsim maps at
+  // start) refuses the run under a smaller RLIMIT_AS.
   const std::string path = model_file(20000, /*chain=*/false);
   Limits limits = as_limit(300.0);
-  limits.address_space_bytes = 4LL << 30;
+  limits.address_space_bytes = 6LL << 30;
   for (const char* command : {"schedule", "simulate"}) {
     SCOPED_TRACE(command);
     const ProcessResult r = run_fsdpsim({command, "--model", path, "--mesh", "dp=2"}, limits);
