@@ -108,6 +108,21 @@ TEST(NumbersRegression, CommbenchItersPastTheLimitIsAnError) {
       "iters is 9223372036854775807");
 }
 
+TEST(NumbersRegression, CalibrateCountsPastTheLimitAreAnError) {
+  // Was: `calibrate --repeats 9223372036854775807` (or --iters) was accepted and measured for
+  // ever; the counts now have commbench's bounds.
+  const std::string dir = make_temp_dir("numbers-calibrate");
+  for (const char* option : {"--repeats", "--iters"}) {
+    SCOPED_TRACE(option);
+    const ProcessResult r = run_fsdpsim(
+        {"calibrate", "--out", dir + "/cpu.json", "--mesh", "dp=1", "--hidden", "8", "--ffn",
+         "16", "--vocab", "16", "--seq-len", "4", option, "9223372036854775807"},
+        as_limit());
+    expect_one_line_error(r, 1, "is 9223372036854775807; expected a value in [1, ");
+  }
+  EXPECT_TRUE(list_dir(dir).empty());
+}
+
 TEST(NumbersRegression, NonFiniteOrHugeHyperParametersAreRejected) {
   // Was: NaN weights with exit 0.
   expect_one_line_error(run_fsdpsim({"train", "--lr", "nan"}, as_limit()), 1,
