@@ -3,12 +3,16 @@
 // tensors given inline, in a JSON file, or taken from a model, and print it as ASCII, JSON or a
 // per-rank table.
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/resource_estimate.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "core/base/printable.h"
@@ -213,6 +217,43 @@ Expected<std::int64_t> dtype_bytes(const std::string& dtype) {
                str_cat("dtype '", dtype, "' is unknown; expected bf16, fp16, fp32 or fp8"));
 }
 
+// What a layout needs, estimated before it is built: `--dp 1000000 --format json` once grew past
+// the memory limit and ended in std::terminate (the JSON tree's destructor allocates). Measured
+// in the release build: about 1 KiB per rank and 0.9 KiB per tensor for JSON, under 16 B per
+// rank and 0.5 KiB per tensor for ASCII and the table; the constants leave a margin.
+constexpr std::int64_t kLayoutBytesPerRank = 32;
+constexpr std::int64_t kLayoutBytesPerTensor = 768;
+constexpr std::int64_t kLayoutJsonBytesPerRank = 1536;
+constexpr std::int64_t kLayoutJsonBytesPerTensor = 1536;
+
+// kOutOfRange when the estimate passes memory_budget_bytes(); ok for a --dp outside [1, 2^31 - 1]
+// (the layout builder names that range).
+Status check_layout_memory(std::int64_t dp, std::int64_t tensors, bool json) {
+  if (dp < 1 || dp > std::numeric_limits<std::int32_t>::max()) {
+    return ok_status();
+  }
+  const std::int64_t per_rank = json ? kLayoutJsonBytesPerRank : kLayoutBytesPerRank;
+  const std::int64_t per_tensor = json ? kLayoutJsonBytesPerTensor : kLayoutBytesPerTensor;
+  // In double: only the comparison matters.
+  const double need = static_cast<double>(dp) * static_cast<double>(per_rank) +
+                      static_cast<double>(tensors) * static_cast<double>(per_tensor);
+  const double budget = static_cast<double>(memory_budget_bytes());
+  if (need <= budget) {
+    return ok_status();
+  }
+  const auto gib = [](double bytes) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  return Error(ErrorCode::kOutOfRange,
+               str_cat("the layout needs about ", gib(need), " (", dp, " ranks x ", per_rank,
+                       " B + ", tensors, " tensors x ", per_tensor, " B", json ? ", as JSON" : "",
+                       "), more than the ", gib(budget),
+                       " this process may use; try a smaller --dp",
+                       json ? " or --format table" : ""));
+}
+
 }  // namespace
 
 int run_layout_command(std::span<const std::string> args, Io& io) {
@@ -287,6 +328,11 @@ int run_layout_command(std::span<const std::string> args, Io& io) {
                                         : shapes_from_model(model_arg, unit_name);
   if (!named) {
     return report_error(io, named.error());
+  }
+  if (Status s = check_layout_memory(dp, static_cast<std::int64_t>(named->shapes.size()),
+                                     format == "json");
+      !s.ok()) {
+    return report_error(io, s.error());
   }
   viz::LayoutRequest request;
   request.placement = placement;

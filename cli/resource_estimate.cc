@@ -30,7 +30,18 @@ std::int64_t memory_budget_bytes() {
   }
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    budget = std::min(budget, static_cast<double>(limit.rlim_cur));
+    // The limit counts every mapping, and a started fsdpsim already holds about 0.9 GB of address
+    // space (libraries, thread stacks, BLAS buffers) of which little is resident: what is left is
+    // the limit less the mappings of now.
+    double mapped = 0.0;
+    if (std::FILE* statm = std::fopen("/proc/self/statm", "r"); statm != nullptr) {
+      unsigned long long size_pages = 0;
+      if (std::fscanf(statm, "%llu", &size_pages) == 1 && page_size > 0) {
+        mapped = static_cast<double>(size_pages) * static_cast<double>(page_size);
+      }
+      std::fclose(statm);
+    }
+    budget = std::min(budget, std::max(0.0, static_cast<double>(limit.rlim_cur) - mapped));
   }
   return static_cast<std::int64_t>(budget);
 }

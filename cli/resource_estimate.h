@@ -19,7 +19,8 @@ inline constexpr std::int64_t kBytesPerOp = 640;
 // reduce-scatters; about 34 in the presets).
 inline constexpr std::int64_t kOpsPerUnitMicrobatch = 64;
 
-// The smaller of the address-space limit (RLIMIT_AS) and the physical memory, in bytes.
+// The smaller of the address space left under RLIMIT_AS (the limit less what the process maps
+// now, /proc/self/statm) and the physical memory, in bytes.
 std::int64_t memory_budget_bytes();
 
 // Error (kOutOfRange) when a run of `ranks` ranks and `units` units x `microbatches`

@@ -30,6 +30,10 @@ constexpr std::string_view kDescription =
     "  fsdpsim schedule --mesh dp_outer=2,dp_inner=8 --strategy hsdp --format json\n"
     "  fsdpsim schedule --model tiny.json --mesh dp=4 --format dot --output step.svg";
 
+// The largest --dot-timeout: about 11.6 days, far above any render and far below where the
+// deadline arithmetic could overflow.
+constexpr double kMaxDotTimeoutS = 1e6;
+
 }  // namespace
 
 int run_schedule_command(std::span<const std::string> args, Io& io) {
@@ -39,16 +43,24 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
   std::string format = "text";
   std::string output;
   std::int64_t max_ops = 200;
+  double dot_timeout_s = 60.0;
   desc.add_options()
       ("format", po::value(&format)->default_value("text"), "text | json | dot")
       ("output,o", po::value(&output), "write to FILE; with --format dot and FILE.svg, render SVG")
-      ("max-ops", po::value(&max_ops)->default_value(200), "text: ops listed per stream");
+      ("max-ops", po::value(&max_ops)->default_value(200), "text: ops listed per stream")
+      ("dot-timeout", po::value(&dot_timeout_s)->default_value(dot_timeout_s),
+       "seconds Graphviz `dot` may take to render FILE.svg before it is killed");
   po::variables_map vm;
   if (auto done = parse_command_line("schedule", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
   }
   if (auto conflict = run_option_conflict(vm, options)) {
     return report_usage_error(io, "schedule", *conflict);
+  }
+  if (!(dot_timeout_s > 0.0 && dot_timeout_s <= kMaxDotTimeoutS)) {
+    return report_usage_error(io, "schedule",
+                              str_cat("--dot-timeout is ", dot_timeout_s,
+                                      "; expected seconds in (0, ", kMaxDotTimeoutS, "]"));
   }
   if (format != "text" && format != "json" && format != "dot") {
     return report_usage_error(io, "schedule",
@@ -95,10 +107,15 @@ int run_schedule_command(std::span<const std::string> args, Io& io) {
     auto rendered = write_output_file_with(
         output, [&](int /*fd*/, const std::string& tmp_path) -> Status {
           FSDP_TRY(const ProgramExit dot_exit,
-                   run_program({"dot", "-Tsvg", path, "-o", tmp_path}));
+                   run_program({"dot", "-Tsvg", path, "-o", tmp_path}, dot_timeout_s));
           if (dot_exit.not_found) {
             dot_missing = true;
             return Error(ErrorCode::kUnavailable, "'dot' (Graphviz) is not installed");
+          }
+          if (dot_exit.timed_out) {
+            return Error(ErrorCode::kUnavailable,
+                         str_cat("dot did not render '", path, "' within ", dot_timeout_s,
+                                 " s (--dot-timeout) and was killed; ", path, " is written"));
           }
           if (dot_exit.exit_code != 0) {
             return Error(ErrorCode::kUnavailable,

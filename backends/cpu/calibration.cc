@@ -98,12 +98,15 @@ std::int64_t rate(double amount, double seconds) {
 }
 
 Status check_options(const CpuCalibrationOptions& o) {
-  if (o.repeats < 1) {
-    return Error(ErrorCode::kInvalidArgument, str_cat("repeats is ", o.repeats, "; expected >= 1"));
-  }
-  if (o.collective_iters < 1) {
+  if (o.repeats < 1 || o.repeats > kMaxCalibrationRepeats) {
     return Error(ErrorCode::kInvalidArgument,
-                 str_cat("collective iterations is ", o.collective_iters, "; expected >= 1"));
+                 str_cat("repeats is ", o.repeats, "; expected a value in [1, ",
+                         kMaxCalibrationRepeats, "]"));
+  }
+  if (o.collective_iters < 1 || o.collective_iters > kMaxCalibrationIters) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("collective iterations is ", o.collective_iters,
+                         "; expected a value in [1, ", kMaxCalibrationIters, "]"));
   }
   for (std::int64_t b : o.collective_bytes) {
     if (b < 4 || b % 4 != 0) {

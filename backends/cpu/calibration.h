@@ -20,6 +20,11 @@
 
 namespace fsdp::cpu {
 
+// The largest counts calibrate_cpu accepts (as commbench's): a count near 2^63 once ran "forever"
+// instead of being an error.
+inline constexpr std::int64_t kMaxCalibrationRepeats = 10'000;
+inline constexpr std::int64_t kMaxCalibrationIters = 1'000'000;
+
 struct CpuCalibrationOptions {
   exec::TrainSpec spec;            // the configuration whose shapes are measured
   std::string name = "cpu";        // the hardware's name
@@ -37,8 +42,9 @@ using CalibrationLog = std::function<void(const std::string&)>;
 // measured on a group of all MPI ranks, whose count must equal the spec's mesh size; compute
 // figures are the mean over ranks, collective times the slowest rank's. Without a session only
 // compute and copy are measured, and the collective fields fall back to the copy bandwidth.
-// Errors (kInvalidArgument): repeats or collective_iters < 1, a payload < 4 bytes or not a
-// multiple of 4, a world size that differs from the mesh size; prepare_training's errors.
+// Errors (kInvalidArgument): repeats outside [1, kMaxCalibrationRepeats] or collective_iters
+// outside [1, kMaxCalibrationIters], a payload < 4 bytes or not a multiple of 4, a world size
+// that differs from the mesh size; prepare_training's errors.
 Expected<Hardware> calibrate_cpu(const CpuCalibrationOptions& options, const MpiSession* session,
                                  const CalibrationLog& log);
 

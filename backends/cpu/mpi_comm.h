@@ -4,8 +4,9 @@
 // duplicates each once per stream (MPI_Comm_dup), so each stream's worker thread issues on its
 // own communicator. Collectives are MPI_Allgatherv, MPI_Reduce_scatter and MPI_Allreduce (sum,
 // fp32) straight on the caller's buffers: no staging copy, no allocation per call. A watchdog
-// thread aborts every rank (MPI_Abort) with a one-line message naming the collective when one
-// runs longer than the timeout. No MPI header leaks. The session is cpu::MpiSession.
+// thread aborts every rank (MPI_Abort) with a one-line message naming the collective and the
+// ranks that did not arrive when one runs longer than the timeout (docs/design/backends.md,
+// "The executor and the CPU backend"). No MPI header leaks. The session is cpu::MpiSession.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,8 @@ namespace fsdp::cpu {
 // docs/design/backends.md, "Collective overhead"). Errors: kFailedPrecondition when not launched
 // by mpirun; kUnavailable without MPI_THREAD_MULTIPLE or when an MPI call fails;
 // kInvalidArgument when the world size differs from the mesh size or the mesh has more than 21
-// axes.
+// axes. Testing only: with FSDP_TEST_STALL_COLLECTIVE=R:N in the environment, MPI rank R sleeps
+// past the timeout before its N-th collective (counted over every axis and stream from 1).
 Expected<std::unique_ptr<exec::CommunicatorSet>> make_mpi_communicators(const MpiSession& session,
                                                                         const DeviceMesh& mesh,
                                                                         double timeout_s);

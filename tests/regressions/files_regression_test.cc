@@ -183,12 +183,16 @@ TEST(FilesRegression, FailedRenderKeepsThePreviousSvg) {
   const std::string bin = make_temp_dir("fake-dot");
   write_text(bin + "/dot", "#!/bin/sh\necho '<svg partial' > \"$4\"\nexit 3\n");
   ASSERT_EQ(chmod((bin + "/dot").c_str(), 0755), 0);
+  // In the child's environment only: a PATH set in this process would hand the fake dot to
+  // every later case (the security cases that render with the real one).
   const char* path = std::getenv("PATH");
-  ASSERT_EQ(setenv("PATH", (bin + ":" + (path == nullptr ? "" : path)).c_str(), 1), 0);
+  Limits limits;
+  limits.environment = {"PATH=" + bin + ":" + (path == nullptr ? "" : path)};
   const std::string dir = make_temp_dir("render");
   write_text(dir + "/out.svg", "previous svg\n");
   const ProcessResult r = run_fsdpsim({"schedule", "--model", "llama-3-8b", "--mesh", "dp=2",
-                                       "--format", "dot", "--output", dir + "/out.svg"});
+                                       "--format", "dot", "--output", dir + "/out.svg"},
+                                      limits);
   expect_one_line_error(r, 1, "dot failed", "fake dot");
   EXPECT_TRUE(has(r.err, "exit status 3")) << r.err;
   EXPECT_EQ(read_text(dir + "/out.svg"), "previous svg\n");

@@ -2,7 +2,8 @@
 // Issue 16, class 5 (multi-rank faults): under mpirun, a rank that stalls must not hang the
 // others; the error names the rank(s) that did not arrive, is printed once, and the job ends
 // within the --timeout. The stall is the test-only hook of cpu::MpiSession::exchange
-// (FSDP_TEST_STALL_RANK); a failed setup is sweep's hook (FSDP_TEST_SWEEP_FAIL_SETUP_RANK).
+// (FSDP_TEST_STALL_RANK) or, inside a running collective, of the MPI communicators
+// (FSDP_TEST_STALL_COLLECTIVE); a failed setup is sweep's hook (FSDP_TEST_SWEEP_FAIL_SETUP_RANK).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -56,7 +57,9 @@ ProcessResult run_mpi(int np, const std::vector<std::pair<std::string, std::stri
   argv.push_back(FSDPSIM_EXE);
   argv.insert(argv.end(), args.begin(), args.end());
   Limits l;
-  l.address_space_bytes = 0;  // Open MPI maps far more than 1 GB of address space
+  // No address-space limit here: RLIMIT_AS would bind mpirun and every rank it starts, and Open
+  // MPI maps far more than 1 GB of address space.
+  l.address_space_bytes = 0;
   l.timeout_s = 90.0;
   ProcessResult r = run_program(argv, l);
   for (const auto& entry : env) {
@@ -117,6 +120,52 @@ TEST(MultirankRegression, TrainWithAStalledRankNamesTheRankThatDidNotArrive) {
       << r.err;
 }
 
+const std::vector<std::string> kTinyTrain = {"--steps", "2", "--hidden", "8", "--ffn", "16",
+                                             "--vocab", "16", "--seq-len", "4", "--timeout", "3"};
+
+std::vector<std::string> train_args(std::vector<std::string> args) {
+  args.insert(args.begin(), "train");
+  args.insert(args.end(), kTinyTrain.begin(), kTinyTrain.end());
+  return args;
+}
+
+TEST(MultirankRegression, StallInsideARunningCollectiveNamesTheRankThatDidNotArrive) {
+  // A rank that stopped mid-run (here: rank 2 sleeps before its third collective, the test-only
+  // FSDP_TEST_STALL_COLLECTIVE) left each healthy rank's watchdog naming only itself and the
+  // collective, once per rank.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  const ProcessResult r =
+      run_mpi(3, {{"FSDP_TEST_STALL_COLLECTIVE", "2:3"}}, train_args({"--mesh", "dp=3"}));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;  // printed once
+  EXPECT_NE(r.err.find("on mesh axis 'dp' ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not complete within 3 s: rank 2 did not arrive; aborting every rank"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(MultirankRegression, StalledRankOfTwoGroupsIsNamedOnce) {
+  // On an HSDP 2x2 mesh rank 1 is in an 'outer' group and an 'inner' group: both groups' ranks
+  // time out on it (at about the same moment), and the job still prints one line, naming rank 1
+  // rather than a healthy rank that waits on it in the other group.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  const ProcessResult r =
+      run_mpi(4, {{"FSDP_TEST_STALL_COLLECTIVE", "1:7"}},
+              train_args({"--mesh", "outer=2,inner=2", "--strategy", "hsdp", "--microbatches",
+                          "2"}));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;
+  EXPECT_NE(r.err.find("did not complete within 3 s: rank 1 did not arrive; aborting every rank"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(MultirankRegression, CommbenchPlainMpiHalfHonoursTheTimeout) {
   // The plain MPI half of commbench ignored --timeout (bare MPI_Barrier between blocks).
   if (find_mpirun().empty()) {
@@ -131,6 +180,25 @@ TEST(MultirankRegression, CommbenchPlainMpiHalfHonoursTheTimeout) {
   EXPECT_NE(r.err.find("rank 1 did not reach a backend block of commbench within 3 s"),
             std::string::npos)
       << r.err;
+}
+
+TEST(MultirankRegression, CommbenchBadCommandLineIsPrintedOnceNotByEveryRank) {
+  // Every rank printed the same validation error: three ranks, three identical lines.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"commbench", "--repeats", "0"},
+        {"commbench", "--sizes", "0"},
+        {"commbench", "--timeout", "nan"},
+        {"commbench", "--bogus"}}) {
+    SCOPED_TRACE(args.back());
+    const ProcessResult r = run_mpi(3, {}, args);
+    EXPECT_FALSE(r.timed_out) << r.err;
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;  // mpirun adds its own banner
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST(MultirankRegression, CalibrateHonoursTheTimeout) {

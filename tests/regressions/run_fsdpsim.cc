@@ -42,13 +42,23 @@ constexpr bool kAddressSanitizer = false;
 std::vector<std::string> child_environment(const Limits& limits) {
   std::vector<std::string> env;
   std::string asan_options;
+  const auto overridden = [&](const char* entry) {
+    for (const std::string& o : limits.environment) {
+      const std::size_t eq = o.find('=');
+      if (eq != std::string::npos && std::strncmp(entry, o.c_str(), eq + 1) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "ASAN_OPTIONS=", 13) == 0) {
       asan_options = *e + 13;
-    } else {
+    } else if (!overridden(*e)) {
       env.emplace_back(*e);
     }
   }
+  env.insert(env.end(), limits.environment.begin(), limits.environment.end());
   if (kAddressSanitizer && limits.address_space_bytes > 0) {
     const std::string mb =
         std::to_string(std::max<std::int64_t>(1, limits.address_space_bytes >> 20));

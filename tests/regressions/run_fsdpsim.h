@@ -16,6 +16,8 @@ struct Limits {
   std::string stdin_path = "/dev/null";      // what the child reads as stdin
   std::string stdout_path;                   // empty: captured; else the child's stdout file
   std::string cwd;                           // empty: the test's working directory
+  // NAME=VALUE entries added to the child's environment, replacing any inherited NAME.
+  std::vector<std::string> environment;
 };
 
 struct ProcessResult {

@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 16, "Security": no file name reaches a shell, and no name from an input file reaches the
-// terminal with its control characters. Cases run the real fsdpsim binary (run_fsdpsim.h) or the
+// terminal with its control characters; the external program that runs (`dot`) is bounded in
+// time. Cases run the real fsdpsim binary (run_fsdpsim.h) or the
 // one function that is the defect.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "cli/trace_reader.h"
 #include "core/base/printable.h"
+#include "tests/regressions/expect_error.h"
 #include "tests/regressions/run_fsdpsim.h"
 
 namespace fsdp::regressions {
@@ -91,6 +96,47 @@ TEST(SecurityRegression, OutputNameWithAQuoteRenders) {
     std::string head(4096, '\0');
     svg.read(head.data(), static_cast<std::streamsize>(head.size()));
     EXPECT_NE(head.find("<svg"), std::string::npos);
+  }
+}
+
+// `dot` ran with no bound: a `dot` that hangs (here a fake one on PATH, a shell script whose child
+// sleeps) hung `schedule --output FILE.svg` with it. Now it is killed, with its children, after
+// --dot-timeout seconds; the error names the program and the bound, and a previous FILE.svg is
+// left as it was.
+TEST(SecurityRegression, HungDotIsKilledAfterItsTimeout) {
+  const std::string bin = make_temp_dir("fake-dot");
+  write_text(bin + "/dot", "#!/bin/sh\nsleep 60\necho rendered\n");
+  ASSERT_EQ(chmod((bin + "/dot").c_str(), 0755), 0);
+  const std::string dir = make_temp_dir("dot-timeout");
+  write_text(dir + "/s.svg", "previous");
+  const char* path = std::getenv("PATH");
+  Limits limits;
+  limits.environment = {"PATH=" + bin + ":" + (path != nullptr ? path : "/usr/bin:/bin")};
+  std::vector<std::string> args = kSchedule;
+  args.insert(args.end(), {"--output", dir + "/s.svg", "--dot-timeout", "1"});
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult r = run_fsdpsim(args, limits);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  expect_one_line_error(r, 1, "dot did not render");
+  EXPECT_NE(r.err.find("within 1 s (--dot-timeout)"), std::string::npos) << r.err;
+  // The bound held, and the sleeping child was killed too: had it lived on, it would keep the
+  // stderr pipe open (the harness reads it to the end) for its 60 s.
+  EXPECT_LT(seconds, 15.0);
+  EXPECT_EQ(list_dir(dir), (std::vector<std::string>{"s.dot", "s.svg"}));  // no temporary file
+  std::ifstream previous(dir + "/s.svg");
+  std::string text((std::istreambuf_iterator<char>(previous)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "previous");
+}
+
+TEST(SecurityRegression, DotTimeoutMustBePositiveAndFinite) {
+  for (const char* bad : {"0", "-1", "nan", "inf", "1e308"}) {
+    SCOPED_TRACE(bad);
+    std::vector<std::string> args = kSchedule;
+    args.insert(args.end(), {"--dot-timeout", bad});
+    const ProcessResult r = run_fsdpsim(args);
+    expect_one_line_error(r, 2, "--dot-timeout is ");
+    EXPECT_EQ(r.out, "");
   }
 }
 
