@@ -24,14 +24,19 @@ Error file_error(const std::string& path, std::string_view what) {
   return Error(ErrorCode::kInvalidArgument, str_cat(path, ": ", what));
 }
 
-// Closes fd on every path out of a scope.
+// Closes fd on every path out of a scope (move-only: one owner closes it once).
 struct FdCloser {
-  int fd;
+  explicit FdCloser(int f) : fd(f) {}
+  FdCloser(FdCloser&& other) noexcept : fd(other.fd) { other.fd = -1; }
+  FdCloser& operator=(FdCloser&&) = delete;
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
   ~FdCloser() {
     if (fd >= 0) {
       ::close(fd);
     }
   }
+  int fd;
 };
 
 // Writes all of `data` to fd, retrying short writes and EINTR; returns 0 or an errno value.
@@ -88,13 +93,21 @@ std::string describe_file_type(std::uint32_t st_mode) {
   return "not a regular file";
 }
 
-Expected<std::string> read_input_file(const std::string& path, std::int64_t max_bytes) {
+namespace {
+
+// A regular file opened for reading, with its size; closed with the value.
+struct OpenFile {
+  FdCloser closer;
+  std::int64_t size = 0;
+};
+
+Expected<OpenFile> open_regular_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked before any read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
   }
-  FdCloser closer{fd};
+  OpenFile file{FdCloser{fd}, 0};
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
@@ -103,7 +116,16 @@ Expected<std::string> read_input_file(const std::string& path, std::int64_t max_
     return file_error(path,
                       str_cat("is ", describe_file_type(st.st_mode), "; expected a regular file"));
   }
-  const auto size = static_cast<std::int64_t>(st.st_size);
+  file.size = static_cast<std::int64_t>(st.st_size);
+  return file;
+}
+
+}  // namespace
+
+Expected<std::string> read_input_file(const std::string& path, std::int64_t max_bytes) {
+  FSDP_TRY(const OpenFile file, open_regular_file(path));
+  const int fd = file.closer.fd;
+  const std::int64_t size = file.size;
   if (size > max_bytes) {
     return file_error(path, str_cat("the file is ", size, " bytes; the limit for an input file is ",
                                     max_bytes, " bytes"));
@@ -153,20 +175,9 @@ Expected<std::string> read_file_range(const std::string& path, std::int64_t offs
     return file_error(path, str_cat("cannot read ", length, " bytes at offset ", offset,
                                     "; a read is at most ", max_bytes, " bytes"));
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
-  }
-  FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    return file_error(path, str_cat("cannot open the file: ", errno_text(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return file_error(path,
-                      str_cat("is ", describe_file_type(st.st_mode), "; expected a regular file"));
-  }
-  const auto size = static_cast<std::int64_t>(st.st_size);
+  FSDP_TRY(const OpenFile file, open_regular_file(path));
+  const int fd = file.closer.fd;
+  const std::int64_t size = file.size;
   if (offset > size - length) {
     return file_error(path, str_cat("the file is ", size, " bytes; expected at least ",
                                     offset + length, ": truncated"));

@@ -18,60 +18,22 @@
 
 #include "cli/subcommands.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/temp_dir_util.h"
 
 namespace fsdp::cli {
 namespace {
 
 using testing::Result;
+using testing::run_exe;
 using testing::run_command;
 
 namespace fs = std::filesystem;
 
 const std::string kTiny = " --mesh dp=4 --layers 1 --hidden 8 --ffn 16 --vocab 16 --seq-len 4";
 
-// Runs the real executable; stderr is merged into out.
-Result run_exe(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(FSDPSIM_EXE) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    r.code = -1;
-    return r;
-  }
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
-    r.out.append(buf.data(), n);
-  }
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// The directories fresh_dir made, removed when the test program ends.
-std::vector<std::string>& made_dirs() {
-  static std::vector<std::string> dirs;
-  return dirs;
-}
-
-class RemoveMadeDirs : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const std::string& dir : made_dirs()) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  }
-};
-[[maybe_unused]] const ::testing::Environment* const kRemoveMadeDirs =
-    ::testing::AddGlobalTestEnvironment(new RemoveMadeDirs);
 
 std::string fresh_dir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "/fsdp_ckpt_cli_" + name + "_" + std::to_string(::getpid());
-  fs::remove_all(dir);
-  made_dirs().push_back(dir);
-  return dir;
+  return fsdp::testing::fresh_dir("fsdp_ckpt_cli_", name);
 }
 
 TEST(CheckpointCommandTest, SavedRunResumesThroughTheBinaryAndPassesTheCheck) {

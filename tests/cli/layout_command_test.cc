@@ -21,29 +21,12 @@ namespace fsdp::cli {
 namespace {
 
 using testing::Result;
+using testing::run_exe;
 
 Result run_layout(std::vector<std::string> args) {
   return testing::run_command(&run_layout_command, std::move(args));
 }
 
-// Runs the real executable; stderr is merged into out.
-Result run_exe(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(FSDPSIM_EXE) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    r.code = -1;
-    return r;
-  }
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
-    r.out.append(buf.data(), n);
-  }
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 TEST(LayoutCommandTest, DrawsTheReferenceDiagramForT1) {
   Result r = run_layout({"--shapes", "2x6,4x4,4x4,1x2,1x6", "--dp", "5"});

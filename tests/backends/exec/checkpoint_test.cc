@@ -20,36 +20,15 @@
 #include "backends/exec/checkpoint_manifest.h"
 #include "backends/exec/trainer.h"
 #include "tests/backends/exec/train_test_util.h"
+#include "tests/temp_dir_util.h"
 
 namespace fsdp::exec {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The directories fresh_dir made, removed when the test program ends.
-std::vector<std::string>& made_dirs() {
-  static std::vector<std::string> dirs;
-  return dirs;
-}
-
-class RemoveMadeDirs : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const std::string& dir : made_dirs()) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  }
-};
-[[maybe_unused]] const ::testing::Environment* const kRemoveMadeDirs =
-    ::testing::AddGlobalTestEnvironment(new RemoveMadeDirs);
-
 std::string fresh_dir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "/fsdp_ckpt_" + name + "_" + std::to_string(::getpid());
-  fs::remove_all(dir);
-  made_dirs().push_back(dir);
-  return dir;
+  return fsdp::testing::fresh_dir("fsdp_ckpt_", name);
 }
 
 TrainSpec base_spec(std::int64_t steps) {
