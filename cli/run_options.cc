@@ -52,7 +52,14 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "gradient multiplier after DP averaging")
       ("seq-len", po::value(&o->seq_len)->default_value(o->seq_len), "tokens per sequence")
       ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
-       "sequences per microbatch per rank");
+       "sequences per microbatch per rank")
+      ("compile", po::bool_switch(&o->compile),
+       "the model runs compiled (torch.compile): elementwise kernels fused")
+      ("compute-dtype", po::value(&o->compute_dtype)->default_value(o->compute_dtype),
+       "math of the weight matmuls: bf16 | fp8 (dynamic tensorwise float8; attention stays bf16)")
+      ("kernels", po::value(&o->kernels)->default_value(o->kernels),
+       "torch (PyTorch eager or compiled, FlashAttention-2) | te (Transformer Engine: fused\n"
+       "kernels, cuDNN attention) | auto (the framework's: te for megatron-fsdp)");
   add_model_size_options(desc, &o->sizes);
 }
 
@@ -154,7 +161,25 @@ Expected<Workload> make_workload(const RunOptions& o) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("--micro-batch-size is ", o.micro_batch_size, "; expected >= 1"));
   }
-  return Workload{o.seq_len, o.micro_batch_size};
+  Workload workload{.seq_len = o.seq_len, .micro_batch_size = o.micro_batch_size,
+                    .compile = o.compile};
+  if (o.compute_dtype == "bf16") {
+    workload.matmul_dtype = DType::kBf16;
+  } else if (o.compute_dtype == "fp8") {
+    workload.matmul_dtype = DType::kFp8;
+  } else {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--compute-dtype is '", o.compute_dtype, "'; expected bf16 or fp8"));
+  }
+  if (o.kernels == "torch") {
+    workload.kernels = KernelLibrary::kTorch;
+  } else if (o.kernels == "te" || o.kernels == "auto") {
+    workload.kernels = KernelLibrary::kTransformerEngine;
+  } else {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--kernels is '", o.kernels, "'; expected torch, te or auto"));
+  }
+  return workload;
 }
 
 Expected<PlannedRun> plan_run(const RunOptions& options) {

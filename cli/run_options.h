@@ -41,14 +41,17 @@ struct RunOptions {
   double grad_scale = 1.0;
   std::int64_t seq_len = 4096;
   std::int64_t micro_batch_size = 1;
+  bool compile = false;               // --compile
+  std::string compute_dtype = "bf16";  // --compute-dtype: the weight matmuls' math
+  std::string kernels = "auto";        // --kernels: torch | te | auto (the framework's)
   HubOverrides sizes;  // --layers, --hidden, ... (cli/model_argument.h)
 };
 
 // Adds --model, --mesh, --strategy, --microbatches, --shard-layout, --block, --prefetch,
 // --forward-prefetch, --backward-prefetch, --max-inflight-all-gathers, --unified-streams,
 // --recompute, --tensor-atomic, --main-params, --optimizer, --grad-scale, --seq-len,
-// --micro-batch-size, with `defaults` as the defaults, and the model size options
-// (cli/model_argument.h).
+// --micro-batch-size, --compile, --compute-dtype, --kernels, with `defaults` as the defaults, and
+// the model size options (cli/model_argument.h).
 void add_run_options(boost::program_options::options_description& desc, RunOptions* options);
 
 // Options given together that contradict each other (docs/cli.md, "Command lines"): --prefetch
@@ -66,7 +69,7 @@ Expected<Hardware> load_hardware_argument(const std::string& text);
 // "--shard-layout", "--main-params", "--optimizer", "--forward-prefetch", "--backward-prefetch",
 // "--max-inflight-all-gathers", checked in that order).
 Expected<ConfigOptions> parse_config_options(const RunOptions& options);
-// --seq-len and --micro-batch-size; errors name the option.
+// --seq-len, --micro-batch-size, --compile and --compute-dtype; errors name the option.
 Expected<Workload> make_workload(const RunOptions& options);
 
 // What a planning subcommand works on: the model, the config and the workload of the options.

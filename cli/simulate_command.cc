@@ -4,6 +4,7 @@
 // Chrome trace. With no arguments: Llama 3 8B, ZeRO-3, dp=16 (2 nodes of 8 H100s), 4 microbatches.
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "sim/engine/simulator.h"
+#include "sim/model/kernel_cost.h"
 #include "sim/report/sim_report.h"
 #include "viz/svg_gantt.h"
 #include "viz/svg_memory_plot.h"
@@ -107,6 +109,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   bool no_contention = false;
   std::string all_reduce = "auto";
   std::string uneven = "padded";
+  std::string compute_model = "per-op";
   desc.add_options()
       ("hardware", po::value(&hardware_name)->default_value(hardware_name),
        "a preset (list them with: fsdpsim hardware) or a hardware JSON file")
@@ -114,11 +117,15 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
       ("trace", po::value(&trace_path), "write a Chrome trace (JSON) of the step to FILE")
       ("plot", po::value(&plot_path), "write an SVG plot of memory over the step to FILE")
       ("gantt", po::value(&gantt_path), "write an SVG Gantt chart of the streams to FILE")
+      ("compute-model", po::value(&compute_model)->default_value(compute_model),
+       "per-op (each GEMM, attention and elementwise kernel from the hardware's compute profile)"
+       "\n| flops (FLOPs at --matmul-efficiency of peak)")
       ("matmul-efficiency",
        po::value(&sim_options.cost.forward_efficiency)
            ->default_value(sim_options.cost.forward_efficiency,
                           format_default(sim_options.cost.forward_efficiency)),
-       "achieved fraction of peak math for forward, backward and recompute")
+       "achieved fraction of peak math for forward, backward and recompute (the flops model;\n"
+       "giving it selects --compute-model flops)")
       ("memory-efficiency",
        po::value(&sim_options.cost.memory_efficiency)
            ->default_value(sim_options.cost.memory_efficiency,
@@ -155,6 +162,20 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, "simulate",
                               str_cat("--format is '", format, "'; expected text or json"));
   }
+  if (compute_model != "per-op" && compute_model != "flops") {
+    return report_usage_error(io, "simulate",
+                              str_cat("--compute-model is '", compute_model,
+                                      "'; expected per-op or flops"));
+  }
+  if (vm.count("matmul-efficiency") != 0 && !vm["matmul-efficiency"].defaulted()) {
+    if (!vm["compute-model"].defaulted() && compute_model == "per-op") {
+      return report_usage_error(io, "simulate",
+                                "--matmul-efficiency applies to --compute-model flops; it "
+                                "conflicts with --compute-model per-op");
+    }
+    compute_model = "flops";
+  }
+  sim_options.cost.per_op_compute = compute_model == "per-op";
   for (double e : {sim_options.cost.forward_efficiency, sim_options.cost.memory_efficiency,
                    sim_options.cost.link_efficiency}) {
     if (!(e > 0.0 && e <= 1.0)) {
@@ -195,6 +216,23 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     return report_error(io, result.error().with_context("while simulating"));
   }
   const PlanPadding* padding = &schedule->padding();
+  // The per-op compute model's share of rank 0's class, by kernel class (when it priced ops).
+  std::optional<sim::KernelTimes> kernels;
+  if (sim_options.cost.per_op_compute) {
+    auto times = sim::program_kernel_times(
+        *schedule, static_cast<std::size_t>(schedule->rank_class().front()), *hardware);
+    if (!times) {
+      return report_error(io, times.error());
+    }
+    if (times->total() > 0.0) {
+      kernels = *times;
+    }
+  }
+  const Workload& workload = schedule->workload();
+  const std::string kernel_setup =
+      str_cat(workload.kernels == KernelLibrary::kTransformerEngine ? "te" : "torch",
+              workload.compile ? " compiled" : "", ", ", to_string(workload.matmul_dtype),
+              " matmuls");
   if (format == "json") {
     nlohmann::json json = sim::sim_result_to_json(*result, *schedule, *hardware);
     json["padding"] = {{"flat_elements", padding->flat_elements},
@@ -202,11 +240,33 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
                        {"padding_elements", padding->padding_elements},
                        {"fraction", padding->fraction()},
                        {"gathered_padding_bytes", padding->gathered_padding_bytes}};
+    json["compute_model"] = {{"model", kernels ? "per-op" : "flops"},
+                             {"kernels", workload.kernels == KernelLibrary::kTransformerEngine
+                                             ? "te"
+                                             : "torch"},
+                             {"compile", workload.compile},
+                             {"matmul_dtype", std::string(to_string(workload.matmul_dtype))}};
+    if (kernels) {
+      json["compute_model"]["rank0_ms"] = {{"gemm", kernels->gemm * 1e3},
+                                           {"attention", kernels->attention * 1e3},
+                                           {"elementwise", kernels->elementwise * 1e3},
+                                           {"fp8_casts", kernels->casts * 1e3}};
+    }
     io.out << json.dump(2) << "\n";
   } else {
     io.out << "model " << options.model << ", strategy " << options.strategy << ", seq-len "
            << options.seq_len << " x micro-batch-size " << options.micro_batch_size << "\n";
     io.out << sim::render_sim_text(*result, *schedule, *hardware);
+    if (kernels) {
+      io.out << std::fixed << std::setprecision(1) << "per-op compute (" << kernel_setup
+             << "), rank 0: GEMM " << kernels->gemm * 1e3 << " ms, attention "
+             << kernels->attention * 1e3 << " ms, elementwise " << kernels->elementwise * 1e3
+             << " ms, fp8 casts " << kernels->casts * 1e3 << " ms\n"
+             << std::defaultfloat << std::setprecision(6);
+    } else {
+      io.out << "compute: from FLOPs at --matmul-efficiency " << sim_options.cost.forward_efficiency
+             << " of peak\n";
+    }
     io.out << "padding: " << padding->padding_elements << " of " << padding->flat_elements
            << " flat-buffer elements (" << format_percent(padding->fraction()) << "), "
            << padding->gathered_padding_bytes << " B in every full gather\n";

@@ -312,6 +312,11 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       ("micro-batch-size", po::value(&run.micro_batch_size)->default_value(run.micro_batch_size),
        "sequences per microbatch per rank")
       ("recompute", po::bool_switch(&run.recompute), "activation recomputation in every unit")
+      ("compile", po::bool_switch(&run.compile), "compiled model (torch.compile)")
+      ("compute-dtype", po::value(&run.compute_dtype)->default_value(run.compute_dtype),
+       "math of the weight matmuls: bf16 | fp8")
+      ("kernels", po::value(&run.kernels)->default_value(run.kernels),
+       "torch | te | auto (the framework's)")
       ("optimizer", po::value(&run.optimizer)->default_value(run.optimizer),
        "sgd | sgd-momentum | adam")
       ("main-params", po::value(&run.main_params)->default_value(run.main_params),

@@ -85,6 +85,11 @@ Expected<Hardware> Hardware::make(HardwareSpec spec) {
       return s.error().with_context(str_cat("hardware '", spec.name, "'"));
     }
   }
+  if (spec.compute_profile) {
+    if (Status s = validate_compute_profile(*spec.compute_profile); !s.ok()) {
+      return s.error().with_context(str_cat("hardware '", spec.name, "'"));
+    }
+  }
   return Hardware(std::move(spec));
 }
 
@@ -134,6 +139,22 @@ std::string to_string(const Hardware& hw) {
     }
     os << "  compute slowdown during communication: "
        << decimal(static_cast<double>(c->compute_slowdown_permille) / 1e3, 3) << "x\n";
+  }
+  if (const ComputeProfile* p = hw.compute_profile()) {
+    os << "per-op compute:       " << p->sm_count << " SMs, GEMM tile " << p->gemm_tile_m << "x"
+       << p->gemm_tile_n << ", large GEMMs at " << decimal(p->gemm_permille / 10.0, 1)
+       << "% of peak, elementwise at " << decimal(p->elementwise_permille / 10.0, 1) << "% of HBM\n"
+       << "  peak fp8 (dense):   "
+       << (p->peak_fp8_flops > 0
+               ? decimal(static_cast<double>(p->peak_fp8_flops) / 1e12, 3) + " TFLOP/s"
+               : std::string("none"))
+       << "\n"
+       << "  flash attention:    "
+       << decimal(static_cast<double>(p->attention_forward_flops) / 1e12, 3) << " TFLOP/s forward, "
+       << decimal(static_cast<double>(p->attention_backward_flops) / 1e12, 3)
+       << " TFLOP/s backward (FlashAttention-2), "
+       << decimal(static_cast<double>(p->cudnn_attention_forward_flops) / 1e12, 3) << " / "
+       << decimal(static_cast<double>(p->cudnn_attention_backward_flops) / 1e12, 3) << " (cuDNN)\n";
   }
   return os.str();
 }

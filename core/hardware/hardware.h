@@ -12,6 +12,7 @@
 
 #include "core/base/expected.h"
 #include "core/hardware/calibration.h"
+#include "core/hardware/compute_profile.h"
 
 namespace fsdp {
 
@@ -30,6 +31,8 @@ struct HardwareSpec {
   std::int64_t inter_node_latency_ns = 0;
   // Measured figures (fsdpsim calibrate); the simulator prefers them where present.
   std::optional<Calibration> calibration = std::nullopt;
+  // The per-op compute model's figures; without them compute ops cost from their FLOPs.
+  std::optional<ComputeProfile> compute_profile = std::nullopt;
   friend bool operator==(const HardwareSpec&, const HardwareSpec&) = default;
 };
 
@@ -55,6 +58,10 @@ class Hardware {
   // nullptr when the hardware carries no measured figures.
   const Calibration* calibration() const {
     return spec_.calibration ? &*spec_.calibration : nullptr;
+  }
+  // nullptr when the hardware carries no per-op compute figures.
+  const ComputeProfile* compute_profile() const {
+    return spec_.compute_profile ? &*spec_.compute_profile : nullptr;
   }
 
   friend bool operator==(const Hardware&, const Hardware&) = default;

@@ -14,11 +14,11 @@ namespace {
 
 Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& source) {
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
-  FSDP_RETURN_IF_ERROR(r.reject_unknown(
-      {"format", "version", "name", "description", "devices_per_node", "memory_bytes",
-       "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s", "intra_node_bytes_per_s",
-       "intra_node_latency_ns", "inter_node_bytes_per_s", "inter_node_latency_ns",
-       "calibration"}));
+  FSDP_RETURN_IF_ERROR(
+      r.reject_unknown({"format", "version", "name", "description", "devices_per_node",
+                        "memory_bytes", "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s",
+                        "intra_node_bytes_per_s", "intra_node_latency_ns", "inter_node_bytes_per_s",
+                        "inter_node_latency_ns", "calibration", "compute_profile"}));
   FSDP_TRY(const std::optional<std::string> format, r.get_optional_string("format"));
   if (format && *format != kHardwareFormatName) {
     return r.error("format", str_cat("\"", kHardwareFormatName, "\""),
@@ -43,6 +43,29 @@ Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& s
   FSDP_TRY(spec.inter_node_latency_ns, r.get_int("inter_node_latency_ns", 0));
   if (const json* calibration = r.find("calibration")) {
     FSDP_TRY(spec.calibration, calibration_from_json(*calibration, source));
+  }
+  if (r.find("compute_profile") != nullptr) {
+    FSDP_TRY(const json* obj, r.get_object("compute_profile"));
+    FSDP_TRY(const JsonObjectReader p,
+             JsonObjectReader::make(*obj, source, r.field_path("compute_profile")));
+    FSDP_RETURN_IF_ERROR(p.reject_unknown(
+        {"sm_count", "gemm_tile_m", "gemm_tile_n", "peak_fp8_flops", "gemm_permille",
+         "attention_forward_flops", "attention_backward_flops", "cudnn_attention_forward_flops",
+         "cudnn_attention_backward_flops", "elementwise_permille"}));
+    ComputeProfile profile;
+    FSDP_TRY(profile.sm_count, p.get_int("sm_count", 1));
+    FSDP_TRY(profile.gemm_tile_m, p.get_int_or("gemm_tile_m", 1, profile.gemm_tile_m));
+    FSDP_TRY(profile.gemm_tile_n, p.get_int_or("gemm_tile_n", 1, profile.gemm_tile_n));
+    FSDP_TRY(profile.peak_fp8_flops, p.get_int_or("peak_fp8_flops", 0, 0));
+    FSDP_TRY(profile.gemm_permille, p.get_int("gemm_permille", 1));
+    FSDP_TRY(profile.attention_forward_flops, p.get_int("attention_forward_flops", 1));
+    FSDP_TRY(profile.attention_backward_flops, p.get_int("attention_backward_flops", 1));
+    FSDP_TRY(profile.cudnn_attention_forward_flops,
+             p.get_int_or("cudnn_attention_forward_flops", 1, profile.attention_forward_flops));
+    FSDP_TRY(profile.cudnn_attention_backward_flops,
+             p.get_int_or("cudnn_attention_backward_flops", 1, profile.attention_backward_flops));
+    FSDP_TRY(profile.elementwise_permille, p.get_int("elementwise_permille", 1));
+    spec.compute_profile = profile;
   }
   auto hw = Hardware::make(std::move(spec));
   if (!hw) {
@@ -83,6 +106,18 @@ ordered_json hardware_to_json(const Hardware& hw) {
                       {"inter_node_latency_ns", s.inter_node_latency_ns}};
   if (s.calibration) {
     out["calibration"] = calibration_to_json(*s.calibration);
+  }
+  if (const ComputeProfile* p = hw.compute_profile()) {
+    out["compute_profile"] = {{"sm_count", p->sm_count},
+                              {"gemm_tile_m", p->gemm_tile_m},
+                              {"gemm_tile_n", p->gemm_tile_n},
+                              {"peak_fp8_flops", p->peak_fp8_flops},
+                              {"gemm_permille", p->gemm_permille},
+                              {"attention_forward_flops", p->attention_forward_flops},
+                              {"attention_backward_flops", p->attention_backward_flops},
+                              {"cudnn_attention_forward_flops", p->cudnn_attention_forward_flops},
+                              {"cudnn_attention_backward_flops", p->cudnn_attention_backward_flops},
+                              {"elementwise_permille", p->elementwise_permille}};
   }
   return out;
 }

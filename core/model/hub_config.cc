@@ -75,7 +75,59 @@ std::string layer_prefix(const HubArch& a, std::int64_t layer) {
 struct Cost {
   UnitFlops flops;
   UnitActivations activations;
+  UnitWork work;
 };
+
+// ---- the forward's kernels (UnitWork; docs/models.md, "Kernels per unit") --------------------
+// Bytes per element that the eager non-matmul kernels of torchtitan's Llama model move (read +
+// write, w = activation bytes): RMSNorm upcasts to fp32 and runs pow, mean, rsqrt-mul, the
+// downcast and the weight multiply as separate kernels (28 + 4w); RoPE multiplies in complex
+// fp32 (16 + 2w); a residual add reads two tensors and writes one (3w); SiLU-and-multiply runs
+// two kernels (5w per intermediate element); the loss upcasts the logits and runs log-softmax
+// (8 + w per logit). Fused (torch.compile) each chain reads its inputs and writes its outputs
+// once.
+struct ElementwiseCost {
+  std::int64_t eager = 0;
+  std::int64_t fused = 0;
+};
+
+ElementwiseCost rms_norm_bytes(std::int64_t w) {
+  return {28 + 4 * w, 2 * w};
+}
+ElementwiseCost layer_norm_bytes(std::int64_t w) {
+  return {2 * w, 2 * w};
+}  // one fused kernel
+ElementwiseCost rope_bytes(std::int64_t w) {
+  return {16 + 2 * w, 2 * w};
+}
+ElementwiseCost residual_bytes(std::int64_t w) {
+  return {3 * w, 3 * w};
+}
+ElementwiseCost swiglu_bytes(std::int64_t w) {
+  return {5 * w, 3 * w};
+}
+ElementwiseCost gelu_bytes(std::int64_t w) {
+  return {2 * w, 2 * w};
+}
+ElementwiseCost copy_bytes(std::int64_t w) {
+  return {2 * w, 2 * w};
+}
+ElementwiseCost loss_bytes(std::int64_t w) {
+  return {8 + w, 4 + w};
+}
+
+// Adds `elements` per token of `per_element` bytes to the unit's elementwise traffic.
+void add_elementwise(Arith& m, Cost& c, ElementwiseCost per_element, std::int64_t elements) {
+  c.work.elementwise_bytes = m.add(c.work.elementwise_bytes, m.mul(per_element.eager, elements));
+  c.work.fused_elementwise_bytes =
+      m.add(c.work.fused_elementwise_bytes, m.mul(per_element.fused, elements));
+}
+
+void add_gemm(Cost& c, std::int64_t n, std::int64_t k, std::int64_t count = 1,
+              std::int64_t rows_num = 1, std::int64_t rows_den = 1) {
+  c.work.gemms.push_back(
+      {.n = n, .k = k, .count = count, .rows_num = rows_num, .rows_den = rows_den});
+}
 
 // Adds the norm's parameters (weight, plus bias for LayerNorm).
 void add_norm(const HubArch& a, ParamList& list, const std::string& name, std::int64_t size,
@@ -101,6 +153,8 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
     list.add(p + "attn.c_proj.weight", {h, h}, "n_embd");
     list.add(p + "attn.c_proj.bias", {h}, "n_embd");
     macs = m.add(m.mul(h, qkv), m.mul(h, h));
+    add_gemm(c, qkv, h);
+    add_gemm(c, h, h);
     // norm input, c_attn input, q/k/v, attention output (c_proj input)
     saved = m.add(m.mul(2, h), qkv, h);
   } else if (a.mla) {
@@ -115,10 +169,14 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
       list.add(s + "q_a_layernorm.weight", {a.q_lora}, "q_lora_rank");
       list.add(s + "q_b_proj.weight", {q_dim, a.q_lora}, "num_attention_heads");
       macs = m.add(m.mul(h, a.q_lora), m.mul(a.q_lora, q_dim));
+      add_gemm(c, a.q_lora, h);
+      add_gemm(c, q_dim, a.q_lora);
+      add_elementwise(m, c, rms_norm_bytes(w), a.q_lora);
       saved = m.mul(2, a.q_lora);  // q_a output (norm input) and q_b input
     } else {
       list.add(s + "q_proj.weight", {q_dim, h}, "num_attention_heads");
       macs = m.mul(h, q_dim);
+      add_gemm(c, q_dim, h);
     }
     list.add(s + "kv_a_proj_with_mqa.weight", {kv_a, h}, "kv_lora_rank");
     if (a.qkv_bias) {
@@ -131,6 +189,11 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
       list.add(s + "o_proj.bias", {h}, "hidden_size");
     }
     macs = m.add(macs, m.mul(h, kv_a), m.mul(a.kv_lora, kv_b), m.mul(o_in, h));
+    add_gemm(c, kv_a, h);
+    add_gemm(c, kv_b, a.kv_lora);
+    add_gemm(c, h, o_in);
+    add_elementwise(m, c, rms_norm_bytes(w), a.kv_lora);
+    add_elementwise(m, c, rope_bytes(w), m.mul(2, m.mul(a.heads, a.qk_rope)));
     // norm input and output; kv_a output and kv_b input; q, k (full heads), v, attention output
     saved = m.add(saved, m.mul(2, h), kv_a, a.kv_lora, m.mul(2, q_dim), m.mul(2, o_in));
   } else {
@@ -153,11 +216,23 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
       list.add(s + "o_proj.bias", {h}, "hidden_size");
     }
     macs = m.add(m.mul(h, q_dim), m.mul(2, h, kv_dim), m.mul(o_in, h));
+    add_gemm(c, q_dim, h);
+    add_gemm(c, kv_dim, h, 2);
+    add_gemm(c, h, o_in);
+    add_elementwise(m, c, rope_bytes(w), m.add(q_dim, kv_dim));
+    if (a.kv_heads != a.heads) {
+      // torchtitan's repeat_kv materialises k and v for every query head before attention.
+      add_elementwise(m, c, copy_bytes(w), m.mul(2, q_dim));
+    }
     saved = m.add(m.mul(2, h), q_dim, m.mul(2, kv_dim), o_in);
   }
   c.flops.matmul = m.add(c.flops.matmul, m.mul(2, macs));
   // Scores (q . k over qk_head_dim) and context (p . v over v_head_dim) for each query head.
   c.flops.attention_per_seq = m.mul(2, a.heads, m.add(a.qk_head_dim, a.v_head_dim));
+  c.work.attention = {
+      .heads = a.heads, .qk_head_dim = a.qk_head_dim, .v_head_dim = a.v_head_dim, .causal = true};
+  // The attention output back from (batch, heads, seq) order (transpose + contiguous).
+  add_elementwise(m, c, copy_bytes(w), o_in);
   // Flash attention keeps one fp32 log-sum-exp per head instead of the score matrix.
   c.activations.stored = m.add(c.activations.stored, m.mul(saved, w), m.mul(4, a.heads));
 }
@@ -171,6 +246,9 @@ void add_dense_mlp(const HubArch& a, const std::string& p, ParamList& list, Arit
     list.add(p + "mlp.c_proj.weight", {inter, h}, field);
     list.add(p + "mlp.c_proj.bias", {h}, field);
     c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 2, m.mul(h, inter)));
+    add_gemm(c, inter, h);
+    add_gemm(c, h, inter);
+    add_elementwise(m, c, gelu_bytes(activation_width(a)), inter);
     // c_fc output (GELU input) and GELU output (c_proj input)
     c.activations.stored = m.add(c.activations.stored, m.mul(2, inter, activation_width(a)));
     return;
@@ -189,6 +267,9 @@ void add_dense_mlp(const HubArch& a, const std::string& p, ParamList& list, Arit
     list.add(s + "down_proj.bias", {h}, field);
   }
   c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 3, m.mul(h, inter)));
+  add_gemm(c, inter, h, 2);
+  add_gemm(c, h, inter);
+  add_elementwise(m, c, swiglu_bytes(activation_width(a)), inter);
   // gate and up outputs (SiLU-and-multiply inputs) and the down_proj input
   c.activations.stored = m.add(c.activations.stored, m.mul(3, inter, activation_width(a)));
 }
@@ -231,6 +312,13 @@ void add_moe(const HubArch& a, const std::string& p, ParamList& list, Arith& m, 
   // Router logits for every expert; then only the top_k experts a token is routed to.
   c.flops.matmul = m.add(c.flops.matmul, m.mul(2, h, a.experts),
                          m.mul(m.mul(2, 3, a.top_k), m.mul(h, ie)));
+  add_gemm(c, a.experts, h);
+  // Each expert sees top_k / experts of the tokens (balanced routing).
+  add_gemm(c, ie, h, m.mul(2, a.experts), a.top_k, a.experts);
+  add_gemm(c, h, ie, a.experts, a.top_k, a.experts);
+  add_elementwise(m, c, swiglu_bytes(w), m.mul(a.top_k, ie));
+  // Dispatch (gather of the routed copies) and combine (weighted scatter-add).
+  add_elementwise(m, c, copy_bytes(w), m.mul(2, a.top_k, h));
   // fp32 router probabilities; per routed copy: its gathered input, gate/up outputs, down input
   c.activations.stored = m.add(c.activations.stored, m.mul(4, a.experts),
                                m.mul(m.mul(a.top_k, w), m.add(h, m.mul(3, ie))));
@@ -248,7 +336,7 @@ Expected<Unit> make_unit(std::string_view source, std::string name, ParamList& l
                        "FLOP and activation-byte counts per token that fit int64",
                        "an overflow; reduce the size fields", ErrorCode::kOutOfRange);
   }
-  auto unit = Unit::make(name, Unit::kNoParent, std::move(params), c.flops, c.activations);
+  auto unit = Unit::make(name, Unit::kNoParent, std::move(params), c.flops, c.activations, c.work);
   if (!unit) {
     return unit.error().with_context(source);
   }
@@ -267,6 +355,7 @@ Expected<Unit> build_embedding(const HubArch& a, std::string_view source) {
   }
   // A lookup does no matmul; backward needs the int64 token ids.
   c.activations = {8, 8};
+  add_elementwise(m, c, copy_bytes(activation_width(a)), a.gpt2_names ? 2 * a.hidden : a.hidden);
   return make_unit(source, "embedding", list, m, c);
 }
 
@@ -298,6 +387,8 @@ Expected<Unit> build_layer(const HubArch& a, std::string_view source, std::int64
   }
   // The second norm's input and output (the MLP or router input).
   c.activations.stored = m.add(c.activations.stored, m.mul(2, h, w));
+  add_elementwise(m, c, a.gpt2_names ? layer_norm_bytes(w) : rms_norm_bytes(w), m.mul(2, h));
+  add_elementwise(m, c, residual_bytes(w), m.mul(2, h));
   // Recomputing the whole layer keeps only its input.
   c.activations.recompute = m.mul(h, w);
   return make_unit(source, str_cat("layers.", layer), list, m, c);
@@ -319,6 +410,9 @@ Expected<Unit> build_head(const HubArch& a, std::string_view source) {
   }
   // The logits matmul runs whether or not its weight is tied to the embedding.
   c.flops.matmul = m.mul(2, h, a.vocab);
+  add_gemm(c, a.vocab, h);
+  add_elementwise(m, c, a.gpt2_names ? layer_norm_bytes(w) : rms_norm_bytes(w), h);
+  add_elementwise(m, c, loss_bytes(w), a.vocab);
   // Norm input, lm_head input, and fp32 softmax probabilities for the cross-entropy backward.
   c.activations.stored = m.add(m.mul(2, h, w), m.mul(4, a.vocab));
   c.activations.recompute = m.mul(h, w);

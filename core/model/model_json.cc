@@ -54,11 +54,73 @@ Expected<Param> parse_param(const json& value, const std::string& source, const 
   return param;
 }
 
+// The optional "work" object of a unit (UnitWork): GEMM shapes, attention core, elementwise bytes.
+Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::string& source) {
+  UnitWork work;
+  FSDP_TRY(const json* obj, unit_reader.get_object("work"));
+  const std::string path = unit_reader.field_path("work");
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(*obj, source, path));
+  FSDP_RETURN_IF_ERROR(
+      r.reject_unknown({"gemms", "attention", "elementwise_bytes", "fused_elementwise_bytes"}));
+  if (r.find("gemms") != nullptr) {
+    FSDP_TRY(const json* list, r.get_array("gemms"));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      FSDP_TRY(
+          const JsonObjectReader g,
+          JsonObjectReader::make((*list)[i], source, str_cat(r.field_path("gemms"), "[", i, "]")));
+      FSDP_RETURN_IF_ERROR(g.reject_unknown({"n", "k", "count", "rows_num", "rows_den"}));
+      GemmShape shape;
+      FSDP_TRY(shape.n, g.get_int("n", 1));
+      FSDP_TRY(shape.k, g.get_int("k", 1));
+      FSDP_TRY(shape.count, g.get_int_or("count", 1, 1));
+      FSDP_TRY(shape.rows_num, g.get_int_or("rows_num", 1, 1));
+      FSDP_TRY(shape.rows_den, g.get_int_or("rows_den", 1, 1));
+      work.gemms.push_back(shape);
+    }
+  }
+  if (r.find("attention") != nullptr) {
+    FSDP_TRY(const json* att, r.get_object("attention"));
+    FSDP_TRY(const JsonObjectReader a,
+             JsonObjectReader::make(*att, source, r.field_path("attention")));
+    FSDP_RETURN_IF_ERROR(a.reject_unknown({"heads", "qk_head_dim", "v_head_dim", "causal"}));
+    FSDP_TRY(work.attention.heads, a.get_int("heads", 1));
+    FSDP_TRY(work.attention.qk_head_dim, a.get_int("qk_head_dim", 1));
+    FSDP_TRY(work.attention.v_head_dim, a.get_int("v_head_dim", 1));
+    FSDP_TRY(work.attention.causal, a.get_bool_or("causal", true));
+  }
+  FSDP_TRY(work.elementwise_bytes, r.get_int_or("elementwise_bytes", 0, 0));
+  FSDP_TRY(work.fused_elementwise_bytes,
+           r.get_int_or("fused_elementwise_bytes", 0, work.elementwise_bytes));
+  return work;
+}
+
+ordered_json work_to_json(const UnitWork& work) {
+  ordered_json gemms = ordered_json::array();
+  for (const GemmShape& g : work.gemms) {
+    ordered_json e = {{"n", g.n}, {"k", g.k}, {"count", g.count}};
+    if (g.rows_num != 1 || g.rows_den != 1) {
+      e["rows_num"] = g.rows_num;
+      e["rows_den"] = g.rows_den;
+    }
+    gemms.push_back(std::move(e));
+  }
+  ordered_json out = {{"gemms", std::move(gemms)}};
+  if (work.attention.heads > 0) {
+    out["attention"] = {{"heads", work.attention.heads},
+                        {"qk_head_dim", work.attention.qk_head_dim},
+                        {"v_head_dim", work.attention.v_head_dim},
+                        {"causal", work.attention.causal}};
+  }
+  out["elementwise_bytes"] = work.elementwise_bytes;
+  out["fused_elementwise_bytes"] = work.fused_elementwise_bytes;
+  return out;
+}
+
 Expected<Unit> parse_unit(const json& value, const std::string& source, const std::string& path,
                           const std::unordered_map<std::string, std::int32_t>& earlier) {
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(value, source, path));
   FSDP_RETURN_IF_ERROR(r.reject_unknown(
-      {"name", "parent", "params", "flops_per_token", "activation_bytes_per_token"}));
+      {"name", "parent", "params", "flops_per_token", "activation_bytes_per_token", "work"}));
   FSDP_TRY(std::string name, r.get_string("name"));
   std::int32_t parent = Unit::kNoParent;
   FSDP_TRY(const std::optional<std::string> parent_name, r.get_optional_string("parent"));
@@ -96,7 +158,12 @@ Expected<Unit> parse_unit(const json& value, const std::string& source, const st
     FSDP_TRY(activations.stored, a.get_int_or("stored", 0, 0));
     FSDP_TRY(activations.recompute, a.get_int_or("recompute", 0, 0));
   }
-  auto unit = Unit::make(std::move(name), parent, std::move(params), flops, activations);
+  UnitWork work;
+  if (r.find("work") != nullptr) {
+    FSDP_TRY(work, parse_work(r, source));
+  }
+  auto unit =
+      Unit::make(std::move(name), parent, std::move(params), flops, activations, std::move(work));
   if (!unit) {
     return unit.error().with_context(str_cat(source, ": field '", path, "'"));
   }
@@ -176,6 +243,9 @@ ordered_json model_to_json(const Model& model) {
                                {"attention_per_seq", u.flops().attention_per_seq}};
     unit["activation_bytes_per_token"] = {{"stored", u.activations().stored},
                                           {"recompute", u.activations().recompute}};
+    if (!u.work().empty()) {
+      unit["work"] = work_to_json(u.work());
+    }
     units.push_back(std::move(unit));
   }
   return ordered_json{{"format", std::string(kModelFormatName)},

@@ -27,7 +27,7 @@ Expected<std::int64_t> forward_flops_per_token(const UnitFlops& flops, std::int6
 }
 
 Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Param> params,
-                          UnitFlops flops, UnitActivations activations) {
+                          UnitFlops flops, UnitActivations activations, UnitWork work) {
   FSDP_RETURN_IF_ERROR(internal::check_name("unit", name));
   const auto fail = [&name](ErrorCode code, const std::string& what) {
     return Error(code, str_cat("unit '", name, "': ", what));
@@ -48,6 +48,7 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
                   str_cat(what, ": expected a non-negative integer, got ", value));
     }
   }
+  FSDP_RETURN_IF_ERROR(validate_unit_work(work, str_cat("unit '", name, "'")));
   std::unordered_set<std::string_view> seen;
   std::int64_t num_parameters = 0;
   std::int64_t param_bytes = 0;
@@ -69,6 +70,7 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
   u.params_ = std::move(params);
   u.flops_ = flops;
   u.activations_ = activations;
+  u.work_ = std::move(work);
   u.num_parameters_ = num_parameters;
   u.param_bytes_ = param_bytes;
   return u;

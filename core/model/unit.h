@@ -11,6 +11,7 @@
 
 #include "core/base/expected.h"
 #include "core/model/param.h"
+#include "core/model/unit_work.h"
 
 namespace fsdp {
 
@@ -35,8 +36,9 @@ class Unit {
 
   // Errors (kInvalidArgument unless noted): bad name; parent < -1; two parameters with one name;
   // a negative FLOP or activation figure; parameter count or bytes beyond int64 (kOutOfRange).
+  // `work` (optional: empty = cost from the FLOPs) is checked by validate_unit_work.
   static Expected<Unit> make(std::string name, std::int32_t parent, std::vector<Param> params,
-                             UnitFlops flops, UnitActivations activations);
+                             UnitFlops flops, UnitActivations activations, UnitWork work = {});
 
   const std::string& name() const { return name_; }
   // Index of the enclosing unit in Model::units(), or kNoParent for a root-level unit.
@@ -44,6 +46,8 @@ class Unit {
   const std::vector<Param>& params() const { return params_; }
   const UnitFlops& flops() const { return flops_; }
   const UnitActivations& activations() const { return activations_; }
+  // The kernels of its forward pass, for the per-op compute model; empty when not known.
+  const UnitWork& work() const { return work_; }
 
   std::int64_t num_parameters() const { return num_parameters_; }
   std::int64_t param_bytes() const { return param_bytes_; }
@@ -63,6 +67,7 @@ class Unit {
   std::vector<Param> params_;
   UnitFlops flops_;
   UnitActivations activations_;
+  UnitWork work_;
   std::int64_t num_parameters_ = 0;
   std::int64_t param_bytes_ = 0;
 };

@@ -29,10 +29,10 @@ const ShardGeometry& ScheduleParts::groups() const {
 
 bool operator==(const ScheduleParts& a, const ScheduleParts& b) {
   return a.mesh == b.mesh && a.unified_streams == b.unified_streams &&
-         a.num_microbatches == b.num_microbatches &&
-         a.gradient_scale == b.gradient_scale && a.programs == b.programs &&
-         a.rank_class == b.rank_class && a.collectives == b.collectives &&
-         a.unit_names == b.unit_names && a.groups() == b.groups();
+         a.num_microbatches == b.num_microbatches && a.gradient_scale == b.gradient_scale &&
+         a.programs == b.programs && a.rank_class == b.rank_class &&
+         a.collectives == b.collectives && a.unit_names == b.unit_names &&
+         a.workload == b.workload && a.unit_work == b.unit_work && a.groups() == b.groups();
 }
 
 Expected<Schedule> Schedule::make(ScheduleParts parts) {

@@ -18,11 +18,13 @@
 
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
+#include "core/model/unit_work.h"
 #include "core/schedule/collective_leg.h"
 #include "core/schedule/group_geometry.h"
 #include "core/schedule/op.h"
 #include "core/schedule/operand.h"
 #include "core/schedule/plan_padding.h"
+#include "core/schedule/workload.h"
 
 namespace fsdp {
 
@@ -102,6 +104,10 @@ struct ScheduleParts {
   std::vector<std::int32_t> rank_class;  // program index of each rank (size mesh.size())
   std::vector<CollectiveInfo> collectives;
   std::vector<std::string> unit_names;
+  // The microbatch every forward, backward and recompute op computes, and each unit's kernels
+  // (indexed like unit_names; empty, or an empty entry: cost from the op's FLOPs).
+  Workload workload;
+  std::vector<UnitWork> unit_work;
   // The layouts, placements and legs of every parameter group (shared: a layout of a million
   // tensors is not copied with the schedule). Null: no groups.
   std::shared_ptr<const ShardGeometry> geometry;
@@ -126,6 +132,14 @@ class Schedule {
   const RankProgram& program_of_rank(std::int64_t rank) const;
   const std::vector<CollectiveInfo>& collectives() const { return parts_.collectives; }
   const std::vector<std::string>& unit_names() const { return parts_.unit_names; }
+  const Workload& workload() const { return parts_.workload; }
+  // The kernels of unit u's forward (UnitWork), or nullptr when the schedule has none for it.
+  const UnitWork* unit_work(std::int32_t unit) const {
+    return unit >= 0 && static_cast<std::size_t>(unit) < parts_.unit_work.size() &&
+                   !parts_.unit_work[static_cast<std::size_t>(unit)].empty()
+               ? &parts_.unit_work[static_cast<std::size_t>(unit)]
+               : nullptr;
+  }
   // Every parameter group's layout, placements and legs.
   const ShardGeometry& geometry() const { return parts_.groups(); }
   // What the groups' layouts spend on padding.

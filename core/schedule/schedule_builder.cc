@@ -941,6 +941,11 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
                                                       workload.micro_batch_size,
                                                       "; expected >= 1"));
   }
+  if (workload.matmul_dtype != DType::kBf16 && workload.matmul_dtype != DType::kFp8) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("workload matmul dtype is ", to_string(workload.matmul_dtype),
+                         "; expected bf16 or fp8"));
+  }
   std::int64_t tokens = 0;
   if (!checked_mul(workload.seq_len, workload.micro_batch_size, &tokens)) {
     return Error(ErrorCode::kOutOfRange, "workload tokens per microbatch overflow int64");
@@ -1071,8 +1076,16 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   parts.programs = std::move(programs);
   parts.rank_class = std::move(rank_class);
   parts.collectives = std::move(collectives);
+  bool any_work = false;
   for (const Unit& unit : model.units()) {
     parts.unit_names.push_back(unit.name());
+    any_work = any_work || !unit.work().empty();
+  }
+  parts.workload = workload;
+  if (any_work) {
+    for (const Unit& unit : model.units()) {
+      parts.unit_work.push_back(unit.work());
+    }
   }
   parts.geometry = std::move(geometry);
   return Schedule::make(std::move(parts));

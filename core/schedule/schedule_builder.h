@@ -12,17 +12,13 @@
 #include "core/model/model.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule.h"
+#include "core/schedule/workload.h"
 
 namespace fsdp {
 
-// How much work one microbatch carries on one rank.
-struct Workload {
-  std::int64_t seq_len = 4096;         // tokens per sequence
-  std::int64_t micro_batch_size = 1;   // sequences per microbatch per rank
-};
-
-// Errors: seq_len or micro_batch_size < 1; a unit whose parameters cannot be laid out for the
-// DP mesh (the layout error with the unit and group named); sizes beyond int64.
+// Errors: seq_len or micro_batch_size < 1; matmul_dtype other than bf16 or fp8; a unit whose
+// parameters cannot be laid out for the DP mesh (the layout error with the unit and group named);
+// sizes beyond int64.
 Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
                                   const Workload& workload);
 

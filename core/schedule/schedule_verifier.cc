@@ -315,6 +315,20 @@ Status structure_impl(const ScheduleParts& s) {
     }
   }
   const auto n_units = static_cast<std::int64_t>(s.unit_names.size());
+  if (!s.unit_work.empty() && static_cast<std::int64_t>(s.unit_work.size()) != n_units) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("unit_work has ", s.unit_work.size(),
+                         " entries; expected none or one per unit (", n_units, ")"));
+  }
+  for (std::size_t u = 0; u < s.unit_work.size(); ++u) {
+    FSDP_RETURN_IF_ERROR(
+        validate_unit_work(s.unit_work[u], str_cat("unit '", s.unit_names[u], "'")));
+  }
+  if (s.workload.seq_len < 1 || s.workload.micro_batch_size < 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("workload is ", s.workload.seq_len, " x ", s.workload.micro_batch_size,
+                         " tokens; expected seq_len and micro_batch_size >= 1"));
+  }
   for (std::size_t c = 0; c < n_classes; ++c) {
     const Where where(s, c);
     const RankProgram& p = s.programs[c];

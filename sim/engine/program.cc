@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/base/strings.h"
+#include "sim/model/kernel_cost.h"
 
 namespace fsdp::sim::internal {
 namespace {
@@ -31,6 +32,25 @@ std::string describe_program_op(const Schedule& schedule, std::size_t program, s
 constexpr double kStepBoundLimitPs = 4611686018427387904.0;  // 2^62
 
 }  // namespace
+
+// The per-op compute model prices a unit's forward, backward and recompute in bf16 or fp8 math
+// when the schedule knows the unit's kernels and the hardware has a compute profile (and no
+// measured rate for the kind, and the FLOP model was not asked for); every other op costs from
+// its FLOPs and bytes.
+Expected<SimDuration> op_compute_cost(const Op& op, const Schedule& schedule,
+                                      const Hardware& hardware, const CostOptions& options) {
+  const bool unit_op =
+      op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kRecompute;
+  const UnitWork* work = unit_op ? schedule.unit_work(op.unit) : nullptr;
+  const ComputeProfile* profile = hardware.compute_profile();
+  const bool measured = hardware.calibration() != nullptr &&
+                        find_compute_rate(*hardware.calibration(), op.kind) != nullptr;
+  if (work != nullptr && profile != nullptr && options.per_op_compute && !measured &&
+      op.dtype != DType::kFp32) {
+    return unit_compute_cost(op, *work, schedule.workload(), hardware, *profile);
+  }
+  return compute_cost(op, hardware, options);
+}
 
 Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware& hardware,
                                         const SimOptions& options, const SimClasses& classes) {
@@ -113,7 +133,7 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
             cost.latency, cost.transfer, cost.bus_bytes, op.axis,
             static_cast<std::uint8_t>(out.links[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0)});
       } else if (is_compute(op.kind)) {
-        auto cost = compute_cost(op, hardware, options.cost);
+        auto cost = op_compute_cost(op, schedule, hardware, options.cost);
         if (!cost) {
           return cost.error().with_context(describe_program_op(schedule, p, i));
         }

@@ -48,6 +48,9 @@ struct CostOptions {
   // a ring step is latency- and protocol-bound); 0 = off.
   std::int64_t min_message_bytes = 0;
   UnevenCollective uneven = UnevenCollective::kPadToMax;
+  // Units' forward, backward and recompute priced kernel by kernel (sim/model/kernel_cost.h) on
+  // hardware with a compute profile; false: from their FLOPs with the efficiencies above.
+  bool per_op_compute = true;
   friend bool operator==(const CostOptions&, const CostOptions&) = default;
 };
 

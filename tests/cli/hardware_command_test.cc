@@ -27,12 +27,12 @@ Result run_hardware(std::vector<std::string> args) {
 TEST(HardwareCommandTest, ListsThePresets) {
   const Result r = run_hardware({});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* name : {"a100", "h100", "h200", "b200"}) {
+  for (const char* name : {"a100", "a100-40gb", "h100", "h100-96gb", "h200", "b200", "gb200"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   EXPECT_NE(r.out.find("989.5"), std::string::npos) << r.out;
   const auto json = nlohmann::json::parse(run_hardware({"--format", "json"}).out);
-  EXPECT_EQ(json.size(), 4U);
+  EXPECT_EQ(json.size(), 7U);
 }
 
 TEST(HardwareCommandTest, ShowsOnePresetOrAFile) {
@@ -53,7 +53,9 @@ TEST(HardwareCommandTest, ErrorsAndUsage) {
   Result r = run_hardware({"--show", "tpu"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err,
-            "fsdpsim: error: hardware preset: expected one of a100, h100, h200, b200, got 'tpu'\n");
+            "fsdpsim: error: hardware preset: expected one of a100, a100-40gb, h100, h100-96gb, "
+            "h200, b200, "
+            "gb200, got 'tpu'\n");
   const std::string path =
       (std::filesystem::temp_directory_path() / "fsdpsim_hardware_cmd_bad.json").string();
   std::ofstream(path) << R"({"name": "x", "devices_per_node": -1})";

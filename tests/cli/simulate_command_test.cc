@@ -82,5 +82,65 @@ TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
   EXPECT_EQ(run_command(run_simulate_command, {"--format", "xml"}).code, 2);
 }
 
+// Issue 15: the per-op compute model and the flags that change what its kernels cost. Each is
+// visible in one line of the text summary and in the JSON's compute_model.
+double step_ms(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--seq-len",      "8192", "--mesh",   "dp=8",
+                                   "--microbatches", "1",    "--format", "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = run_command(run_simulate_command, args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out).at("step_time_ms").get<double>();
+}
+
+TEST(SimulateCommandTest, PerOpComputeLineNamesTheKernels) {
+  const auto r = run_command(run_simulate_command,
+                             {"--seq-len", "8192", "--mesh", "dp=8", "--microbatches", "1",
+                              "--compile", "--compute-dtype", "fp8", "--kernels", "torch"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("per-op compute (torch compiled, fp8 matmuls), rank 0: GEMM "),
+            std::string::npos)
+      << r.out;
+  const auto j = nlohmann::json::parse(
+      run_command(run_simulate_command, {"--format", "json", "--kernels", "torch"}).out);
+  const auto& cm = j.at("compute_model");
+  EXPECT_EQ(cm.at("model"), "per-op");
+  EXPECT_EQ(cm.at("kernels"), "torch");
+  EXPECT_GT(cm.at("rank0_ms").at("gemm").get<double>(),
+            cm.at("rank0_ms").at("attention").get<double>());
+  EXPECT_EQ(cm.at("rank0_ms").at("fp8_casts").get<double>(), 0.0);
+}
+
+TEST(SimulateCommandTest, EachKernelFlagMovesTheStep) {
+  const double eager = step_ms({"--kernels", "torch"});
+  // Fused elementwise kernels are faster; fp8 matmuls are faster still on an H100; Transformer
+  // Engine's fused kernels and cuDNN attention beat eager PyTorch.
+  EXPECT_LT(step_ms({"--kernels", "torch", "--compile"}), eager);
+  EXPECT_LT(step_ms({"--kernels", "torch", "--compute-dtype", "fp8"}), eager);
+  EXPECT_LT(step_ms({"--kernels", "te"}), eager);
+  // The FLOP model ignores all of them.
+  EXPECT_EQ(step_ms({"--compute-model", "flops", "--compile"}),
+            step_ms({"--compute-model", "flops"}));
+  EXPECT_EQ(step_ms({"--matmul-efficiency", "0.5"}), step_ms({"--compute-model", "flops"}));
+}
+
+TEST(SimulateCommandTest, KernelFlagErrorsAreOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--compute-dtype", "fp4"}, "--compute-dtype is 'fp4'; expected bf16 or fp8"},
+      {{"--kernels", "xla"}, "--kernels is 'xla'; expected torch, te or auto"},
+      {{"--compute-model", "roofline"}, "--compute-model is 'roofline'; expected per-op or flops"},
+      {{"--compute-model", "per-op", "--matmul-efficiency", "0.4"},
+       "--matmul-efficiency applies to --compute-model flops"},
+      {{"--hardware", "a100", "--compute-dtype", "fp8"},
+       "fp8 matmuls: hardware 'a100' has no fp8 tensor cores"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_command(run_simulate_command, args);
+    EXPECT_NE(r.code, 0) << args[0];
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace fsdp::cli

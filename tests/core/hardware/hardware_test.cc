@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 TEST(HardwareTest, PresetsCarryTheirDatasheetFigures) {
-  ASSERT_EQ(hardware_presets().size(), 4U);
+  ASSERT_EQ(hardware_presets().size(), 7U);
   const Hardware h100 = find_hardware_preset("h100").value();
   EXPECT_EQ(h100.devices_per_node(), 8);
   EXPECT_EQ(h100.memory_bytes(), 80LL << 30);
@@ -40,7 +40,8 @@ TEST(HardwareTest, UnknownPresetListsTheNames) {
   const auto hw = find_hardware_preset("tpu");
   ASSERT_FALSE(hw.has_value());
   EXPECT_EQ(hw.error().message(),
-            "hardware preset: expected one of a100, h100, h200, b200, got 'tpu'");
+            "hardware preset: expected one of a100, a100-40gb, h100, h100-96gb, h200, b200, gb200, "
+            "got 'tpu'");
 }
 
 TEST(HardwareTest, FactoryRejectsNonPositiveFigures) {
@@ -90,6 +91,29 @@ std::string parse_error(const json& doc) {
   const auto hw = parse_hardware_json(doc.dump(), "hw.json");
   EXPECT_FALSE(hw.has_value());
   return hw ? std::string() : hw.error().message();
+}
+
+TEST(HardwareJsonTest, ComputeProfileRoundTripsAndIsOptional) {
+  nlohmann::json doc = custom();
+  doc["compute_profile"] = {{"sm_count", 64},
+                            {"gemm_permille", 650},
+                            {"attention_forward_flops", 50'000'000'000'000},
+                            {"attention_backward_flops", 40'000'000'000'000},
+                            {"elementwise_permille", 700}};
+  const Hardware hw = parse_hardware_json(doc.dump(), "hw.json").value();
+  ASSERT_NE(hw.compute_profile(), nullptr);
+  EXPECT_EQ(hw.compute_profile()->sm_count, 64);
+  EXPECT_EQ(hw.compute_profile()->peak_fp8_flops, 0);  // absent: no fp8
+  // cuDNN attention defaults to the flash figures.
+  EXPECT_EQ(hw.compute_profile()->cudnn_attention_forward_flops, 50'000'000'000'000);
+  EXPECT_EQ(parse_hardware_json(hardware_to_json_text(hw), "again").value(), hw);
+  EXPECT_EQ(parse_hardware_json(custom().dump(), "hw.json")->compute_profile(), nullptr);
+  doc["compute_profile"]["gemm_permille"] = 1200;
+  const auto bad = parse_hardware_json(doc.dump(), "hw.json");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message(),
+            "hw.json: hardware 'lab': compute_profile.gemm_permille: expected an integer in [1, "
+            "1000], got 1200");
 }
 
 TEST(HardwareJsonTest, ParsesACustomCluster) {

@@ -176,7 +176,7 @@ TEST(ModelJsonErrorTest, UnknownFieldsAreRejected) {
   d["units"][0]["flops"] = 3;
   EXPECT_EQ(parse_error(d),
             "m.json: field 'units[0].flops': expected one of the known fields (name, parent, "
-            "params, flops_per_token, activation_bytes_per_token), got an unknown field");
+            "params, flops_per_token, activation_bytes_per_token, work), got an unknown field");
 }
 
 TEST(ModelJsonErrorTest, SizesThatOverflowInt64) {

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/model/unit_work.h"
+
+#include <utility>
+
+#include "core/base/strings.h"
+
+namespace fsdp {
+
+Status validate_unit_work(const UnitWork& work, std::string_view what) {
+  const auto fail = [&](std::string_view field, std::string_view expected, std::int64_t got) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat(what, ": work ", field, ": expected ", expected, ", got ", got));
+  };
+  for (std::size_t i = 0; i < work.gemms.size(); ++i) {
+    const GemmShape& g = work.gemms[i];
+    const std::pair<const char*, std::int64_t> dims[] = {{"n", g.n},
+                                                         {"k", g.k},
+                                                         {"count", g.count},
+                                                         {"rows_num", g.rows_num},
+                                                         {"rows_den", g.rows_den}};
+    for (const auto& [name, value] : dims) {
+      if (value < 1) {
+        return fail(str_cat("gemms[", i, "].", name), "a positive integer", value);
+      }
+    }
+  }
+  const AttentionShape& a = work.attention;
+  if (a.heads < 0) {
+    return fail("attention.heads", "a non-negative integer", a.heads);
+  }
+  if (a.heads > 0 && a.qk_head_dim < 1) {
+    return fail("attention.qk_head_dim", "a positive integer", a.qk_head_dim);
+  }
+  if (a.heads > 0 && a.v_head_dim < 1) {
+    return fail("attention.v_head_dim", "a positive integer", a.v_head_dim);
+  }
+  if (work.elementwise_bytes < 0) {
+    return fail("elementwise_bytes", "a non-negative integer", work.elementwise_bytes);
+  }
+  if (work.fused_elementwise_bytes < 0 || work.fused_elementwise_bytes > work.elementwise_bytes) {
+    return fail("fused_elementwise_bytes",
+                str_cat("an integer in [0, elementwise_bytes = ", work.elementwise_bytes, "]"),
+                work.fused_elementwise_bytes);
+  }
+  return ok_status();
+}
+
+}  // namespace fsdp

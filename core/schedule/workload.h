@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// Workload: what one microbatch carries on one rank, and how its kernels run: the tokens
+// (sequences x sequence length), whether the model is compiled (torch.compile: elementwise chains
+// fused) and the dtype of the weight matmuls' math (bf16, or fp8 with dynamic tensorwise scaling).
+// The schedule carries it so the simulator's per-op compute model prices each unit's kernels
+// (docs/design/simulator.md, "Per-op compute") without the config.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model/dtype.h"
+
+namespace fsdp {
+
+// The kernels a framework runs: PyTorch's (eager or compiled; attention by SDPA's flash
+// backend, FlashAttention-2) or NVIDIA Transformer Engine's (Megatron: fused norm, activation
+// and cast kernels, cuDNN fused attention).
+enum class KernelLibrary : std::uint8_t { kTorch, kTransformerEngine };
+
+struct Workload {
+  std::int64_t seq_len = 4096;        // tokens per sequence
+  std::int64_t micro_batch_size = 1;  // sequences per microbatch per rank
+  bool compile = false;               // elementwise kernels fused (torch.compile)
+  // The math of the weight GEMMs: kBf16 (the compute dtype's tensor rate) or kFp8 (the GPU's fp8
+  // rate, plus the casts and scales of dynamic tensorwise float8). Attention stays in bf16.
+  DType matmul_dtype = DType::kBf16;
+  KernelLibrary kernels = KernelLibrary::kTorch;
+  friend bool operator==(const Workload&, const Workload&) = default;
+};
+
+}  // namespace fsdp
