@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -131,6 +132,17 @@ Status print_text(const Model& m, std::string_view source, std::int64_t seq_len,
        << ", attention " << grouped(f.attention) << "), backward " << grouped(f.backward) << "\n"
        << "  activations " << grouped(u.activations().stored) << " bytes, "
        << grouped(u.activations().recompute) << " with recompute\n";
+    // The selective checkpointing modes, where the unit has their figures (docs/models.md).
+    for (const auto& [mode, figures] :
+         {std::pair{"selective-op", &u.activations().selective_op},
+          std::pair{"core-attention", &u.activations().core_attention}}) {
+      if (figures->has_value()) {
+        os << "  " << mode << " keeps " << grouped((*figures)->kept) << " bytes, re-materialises "
+           << grouped((*figures)->transient) << ", recomputes " << grouped((*figures)->flops.matmul)
+           << " matmul FLOPs + " << grouped((*figures)->flops.attention_per_seq)
+           << " x s attention\n";
+      }
+    }
     if (summary) {
       continue;
     }

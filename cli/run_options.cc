@@ -43,7 +43,9 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "cap on units holding gathered weights, 0 = unlimited")
       ("unified-streams", po::bool_switch(&o->unified_streams),
        "one stream for all-gathers and reduce-scatters")
-      ("recompute", po::bool_switch(&o->recompute), "activation recomputation in every unit")
+      ("recompute", po::value(&o->recompute)->default_value(o->recompute)->implicit_value("full"),
+       "activation checkpointing: none | full (bare --recompute) | selective-op | "
+       "selective-layer:K | core-attention")
       ("main-params", po::value(&o->main_params)->default_value(o->main_params),
        "main weight dtype: fp32 | bf16 | fp16")
       ("optimizer", po::value(&o->optimizer)->default_value(o->optimizer),
@@ -139,6 +141,10 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
   if (!sched) {
     return ctx("max-inflight-all-gathers", sched.error());
   }
+  auto recompute = RecomputePolicy::parse(o.recompute);
+  if (!recompute) {
+    return recompute.error();
+  }
   return ConfigOptions{.mesh = std::move(*mesh),
                        .strategy = *strategy,
                        .tensor_atomic = o.tensor_atomic,
@@ -146,7 +152,7 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
                        .block_size = o.block,
                        .microbatches = o.microbatches,
                        .grad_scale = o.grad_scale,
-                       .recompute = o.recompute,
+                       .recompute = *recompute,
                        .mixed_precision = *mp,
                        .optimizer = *opt,
                        .schedule = *sched};

@@ -34,7 +34,8 @@ struct RunOptions {
   std::string backward_prefetch = "next(1)";
   std::int64_t max_inflight = 0;
   bool unified_streams = false;
-  bool recompute = false;
+  // none | full | selective-op | selective-layer:K | core-attention
+  std::string recompute = "none";
   bool tensor_atomic = false;
   std::string main_params = "fp32";
   std::string optimizer = "adam";
@@ -67,7 +68,7 @@ Expected<Hardware> load_hardware_argument(const std::string& text);
 // The typed values of the options (all but --model, --seq-len and --micro-batch-size), each
 // text parsed once. The first error, named by its option ("--mesh: ...", "--strategy: ...",
 // "--shard-layout", "--main-params", "--optimizer", "--forward-prefetch", "--backward-prefetch",
-// "--max-inflight-all-gathers", checked in that order).
+// "--max-inflight-all-gathers", "--recompute", checked in that order).
 Expected<ConfigOptions> parse_config_options(const RunOptions& options);
 // --seq-len, --micro-batch-size, --compile and --compute-dtype; errors name the option.
 Expected<Workload> make_workload(const RunOptions& options);

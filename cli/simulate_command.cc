@@ -2,17 +2,21 @@
 // `fsdpsim simulate`: build one optimizer step's schedule and run it through the discrete-event
 // simulator on a hardware preset or file; print a summary (text or JSON) and optionally write a
 // Chrome trace. With no arguments: Llama 3 8B, ZeRO-3, dp=16 (2 nodes of 8 H100s), 4 microbatches.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "core/base/file_io.h"
 #include "core/base/strings.h"
+#include "core/policy/recompute_policy.h"
 #include "sim/engine/simulator.h"
 #include "sim/model/kernel_cost.h"
 #include "sim/report/sim_report.h"
@@ -89,6 +93,38 @@ std::optional<std::string> apply_sim_options(const std::string& straggler, bool 
     return str_cat("--uneven is '", uneven, "'; expected padded or broadcast");
   }
   return std::nullopt;
+}
+
+// One line of what --recompute does per microbatch and rank: activations kept, units
+// recomputed, the largest re-materialised set and the recompute FLOPs (docs/models.md).
+std::string recompute_line(const PlannedRun& run) {
+  const std::int64_t tokens = run.workload.seq_len * run.workload.micro_batch_size;
+  const std::vector<UnitCheckpoint> checkpoints = checkpoints_of(run.config.recompute(), run.model);
+  double kept = 0;
+  double largest_transient = 0;
+  double flops = 0;
+  std::int64_t recomputed = 0;
+  for (const UnitCheckpoint& c : checkpoints) {
+    const double t = static_cast<double>(tokens);
+    kept += static_cast<double>(c.kept) * t;
+    if (c.recomputed) {
+      ++recomputed;
+      largest_transient = std::max(largest_transient, static_cast<double>(c.transient) * t);
+      flops +=
+          (static_cast<double>(c.flops.matmul) + static_cast<double>(c.flops.attention_per_seq) *
+                                                     static_cast<double>(run.workload.seq_len)) *
+          t;
+    }
+  }
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "recompute %s: %.2f GiB of activations kept per microbatch, %lld of %zu units "
+                "recomputed (%.2f GiB re-materialised at most, %.2f TFLOP per microbatch)",
+                to_string(run.config.recompute()).c_str(), kept / kGiB,
+                static_cast<long long>(recomputed), checkpoints.size(), largest_transient / kGiB,
+                flops * 1e-12);
+  return buf;
 }
 
 }  // namespace
@@ -256,6 +292,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   } else {
     io.out << "model " << options.model << ", strategy " << options.strategy << ", seq-len "
            << options.seq_len << " x micro-batch-size " << options.micro_batch_size << "\n";
+    io.out << recompute_line(*run) << "\n";
     io.out << sim::render_sim_text(*result, *schedule, *hardware);
     if (kernels) {
       io.out << std::fixed << std::setprecision(1) << "per-op compute (" << kernel_setup

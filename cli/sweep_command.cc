@@ -23,6 +23,7 @@
 #include "core/base/strings.h"
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
+#include "core/policy/recompute_policy.h"
 #include "sweep/sweep.h"
 
 namespace po = boost::program_options;
@@ -33,19 +34,20 @@ namespace {
 constexpr std::string_view kUsage =
     "sweep [--model M] [--hardware H] [--nodes N | --ranks N] [--strategies LIST]\n"
     "         [--dp-inner LIST] [--layouts LIST] [--microbatches LIST] [--prefetch LIST]\n"
-    "         [--streams LIST] [--jobs N] [--format text|json]";
+    "         [--streams LIST] [--recompute LIST] [--jobs N] [--format text|json]";
 
 constexpr std::string_view kDescription =
     "Simulates one optimizer step (as `fsdpsim simulate` does) for every combination of the\n"
     "listed strategies, meshes (dp=N for noshard/zero*, every dp_outer x dp_inner split for\n"
     "hsdp/hfsdp), shard layouts (unpadded only on 1-axis sharded meshes), microbatch counts,\n"
-    "prefetch depths and stream modes, then marks the Pareto front: the configurations that\n"
-    "fit the device and that no other fitting one beats in both time per microbatch and peak\n"
-    "memory. Lists are comma-separated. Runs on --jobs threads; under mpirun the configurations\n"
-    "are spread over all MPI ranks and rank 0 prints the one table.\n\n"
+    "prefetch depths, stream modes and recompute modes, then marks the Pareto front: the\n"
+    "configurations that fit the device and that no other fitting one beats in both time per\n"
+    "microbatch and peak memory. Lists are comma-separated. Runs on --jobs threads; under\n"
+    "mpirun the configurations are spread over all MPI ranks and rank 0 prints the one table.\n\n"
     "examples:\n"
     "  fsdpsim sweep --model llama-3-8b --nodes 2 --microbatches 4 --prefetch 0,1,2\n"
     "  fsdpsim sweep --strategies zero3,hsdp --dp-inner 8 --format json\n"
+    "  fsdpsim sweep --strategies zero3 --recompute none,full,selective-op\n"
     "  mpirun -np 4 fsdpsim sweep --model llama-3-70b --nodes 16 --recompute";
 
 constexpr std::int64_t kMaxConfigurations = 1'000'000;
@@ -224,12 +226,25 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
                                                  str_cat("'", s, "': expected separate or "
                                                          "unified"));
                                   });
+  // --recompute is a list here: a dimension of the space, not part of the base.
+  auto recompute = parse_list<RecomputePolicy>(
+      "recompute", run.recompute, [](const std::string& s) -> Expected<RecomputePolicy> {
+        auto policy = RecomputePolicy::parse(s);
+        if (!policy) {
+          return Error(ErrorCode::kInvalidArgument,
+                       str_cat("'", s,
+                               "': expected none, full, selective-op, selective-layer:K or "
+                               "core-attention"));
+        }
+        return policy;
+      });
   for (const Error* e : {strategies ? nullptr : &strategies.error(),
                          layouts ? nullptr : &layouts.error(),
                          microbatches ? nullptr : &microbatches.error(),
                          inner ? nullptr : &inner.error(),
                          prefetch ? nullptr : &prefetch.error(),
-                         streams ? nullptr : &streams.error()}) {
+                         streams ? nullptr : &streams.error(),
+                         recompute ? nullptr : &recompute.error()}) {
     if (e != nullptr) {
       return report_error(io, *e);
     }
@@ -240,13 +255,16 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   p->space.inner_sizes = *inner;
   p->space.prefetch = *prefetch;
   p->space.unified_streams = *streams;
+  p->space.recompute = *recompute;
   auto workload = make_workload(run);
   if (!workload) {
     return report_error(io, workload.error());
   }
-  // --recompute, --optimizer, --main-params, --max-inflight-all-gathers (the mesh, strategy,
-  // layout, microbatches, prefetch and streams are each point's).
-  auto config = parse_config_options(run);
+  // --optimizer, --main-params, --max-inflight-all-gathers (the mesh, strategy, layout,
+  // microbatches, prefetch, streams and recompute policy are each point's).
+  RunOptions base_run = run;
+  base_run.recompute = "none";
+  auto config = parse_config_options(base_run);
   if (!config) {
     return report_error(io, config.error());
   }
@@ -311,7 +329,9 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       ("seq-len", po::value(&run.seq_len)->default_value(run.seq_len), "tokens per sequence")
       ("micro-batch-size", po::value(&run.micro_batch_size)->default_value(run.micro_batch_size),
        "sequences per microbatch per rank")
-      ("recompute", po::bool_switch(&run.recompute), "activation recomputation in every unit")
+      ("recompute", po::value(&run.recompute)->default_value(run.recompute)->implicit_value("full"),
+       "activation checkpointing modes: none | full (bare --recompute) | selective-op | "
+       "selective-layer:K | core-attention, comma-separated")
       ("compile", po::bool_switch(&run.compile), "compiled model (torch.compile)")
       ("compute-dtype", po::value(&run.compute_dtype)->default_value(run.compute_dtype),
        "math of the weight matmuls: bf16 | fp8")

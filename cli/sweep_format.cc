@@ -96,6 +96,12 @@ std::vector<std::size_t> sorted_rows(const SweepReport& r, SweepSort sort, bool 
 
 std::string streams_name(bool unified) { return unified ? "unified" : "separate"; }
 
+// The point's recompute policy; "base" for a point that keeps the base configuration's (the
+// command always gives every point one).
+std::string recompute_name(const SweepPoint& p) {
+  return p.recompute.has_value() ? to_string(*p.recompute) : "base";
+}
+
 }  // namespace
 
 std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_only) {
@@ -111,11 +117,16 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
   for (std::size_t i : rows) {
     mesh_width = std::max(mesh_width, to_string(points[i].mesh).size());
   }
+  std::size_t recompute_width = 9;
+  for (std::size_t i : rows) {
+    recompute_width = std::max(recompute_width, recompute_name(points[i]).size());
+  }
   os << pad("#", 5, true) << "  " << pad("", 1) << " " << pad("strategy", 8) << " "
      << pad("mesh", mesh_width) << " " << pad("layout", 8) << " " << pad("prefetch", 9) << " "
-     << pad("mb", 3, true) << " " << pad("streams", 8) << " " << pad("step ms", 10, true) << " "
-     << pad("ms/mb", 9, true) << " " << pad("tokens/s", 10, true) << " "
-     << pad("peak GiB", 9, true) << " " << pad("fits", 4) << "\n";
+     << pad("mb", 3, true) << " " << pad("streams", 8) << " " << pad("recompute", recompute_width)
+     << " " << pad("step ms", 10, true) << " " << pad("ms/mb", 9, true) << " "
+     << pad("tokens/s", 10, true) << " " << pad("peak GiB", 9, true) << " " << pad("fits", 4)
+     << "\n";
   for (std::size_t i : rows) {
     const SweepPoint& p = points[i];
     const SweepOutcome& o = outcomes[i];
@@ -123,8 +134,8 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
        << pad(to_string(p.strategy), 8) << " " << pad(to_string(p.mesh), mesh_width) << " "
        << pad(to_string(p.layout), 8) << " " << pad(to_string(p.prefetch), 9) << " "
        << pad(std::to_string(p.microbatches), 3, true) << " "
-       << pad(streams_name(p.unified_streams), 8) << " "
-       << pad(fixed(static_cast<double>(o.step_time_ps) * 1e-9, 3), 10, true) << " "
+       << pad(streams_name(p.unified_streams), 8) << " " << pad(recompute_name(p), recompute_width)
+       << " " << pad(fixed(static_cast<double>(o.step_time_ps) * 1e-9, 3), 10, true) << " "
        << pad(fixed(time_per_microbatch_ms(o, p), 3), 9, true) << " "
        << pad(fixed(tokens_per_s(r, o, p), 0), 10, true) << " "
        << pad(fixed(static_cast<double>(o.peak_bytes) / kGiB, 2), 9, true) << " "
@@ -145,7 +156,8 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
       const SweepPoint& p = points[i];
       os << "  failed #" << p.index << " " << to_string(p.strategy) << " " << p.mesh << " "
          << to_string(p.layout) << " mb=" << p.microbatches << " prefetch=" << p.prefetch << " "
-         << streams_name(p.unified_streams) << ": " << outcomes[i].error << "\n";
+         << streams_name(p.unified_streams) << " recompute=" << recompute_name(p) << ": "
+         << outcomes[i].error << "\n";
     }
   }
   return os.str();
@@ -167,7 +179,8 @@ nlohmann::json sweep_to_json(const SweepReport& r) {
               {"shard_layout", std::string(to_string(p.layout))},
               {"microbatches", p.microbatches},
               {"prefetch", to_string(p.prefetch)},
-              {"unified_streams", p.unified_streams}};
+              {"unified_streams", p.unified_streams},
+              {"recompute", recompute_name(p)}};
     if (!o.error.empty()) {
       c["error"] = o.error;
       ++failed;

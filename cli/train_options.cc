@@ -8,6 +8,7 @@
 #include "cli/model_argument.h"
 #include "cli/resource_estimate.h"
 #include "core/base/strings.h"
+#include "core/policy/recompute_policy.h"
 
 namespace po = boost::program_options;
 
@@ -86,7 +87,9 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
        "cap on units holding gathered weights, 0 = unlimited")
       ("unified-streams", po::bool_switch(&o->unified_streams),
        "one stream for all-gathers and reduce-scatters")
-      ("recompute", po::bool_switch(&spec.recompute), "activation recomputation in every unit")
+      ("recompute", po::value(&o->recompute)->default_value(o->recompute)->implicit_value("full"),
+       "activation checkpointing: none | full (bare --recompute; the CPU backend recomputes "
+       "whole units only)")
       ("main-params", po::value(&o->main_params)->default_value("fp32"),
        "main weight dtype (real training needs fp32)")
       ("optimizer", po::value(&o->optimizer)->default_value("adam"), "sgd | sgd_momentum | adam")
@@ -121,6 +124,13 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
                  str_cat("--tensor-atomic places whole tensors and conflicts with --block ",
                          spec.block_size, "; expected --block 1 or no --block"));
   }
+  FSDP_TRY(const RecomputePolicy recompute, RecomputePolicy::parse(o.recompute));
+  if (!recompute.is_none() && !recompute.is_full()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("train --recompute ", to_string(recompute),
+                         ": the CPU backend recomputes whole units only; use --recompute full"));
+  }
+  spec.recompute = recompute.is_full();
   PrefetchPolicy prefetch;
   FSDP_RETURN_IF_ERROR(take(parse_prefetch_policy(o.prefetch), "--prefetch", &prefetch));
   FSDP_RETURN_IF_ERROR(

@@ -31,6 +31,7 @@ struct TrainOptions {
   std::string main_params = "fp32";
   std::int64_t max_inflight = 0;
   bool unified_streams = false;
+  std::string recompute = "none";  // none | full; the other modes are refused (make_train_spec)
 };
 
 // Adds --model, --mesh, --strategy, --shard-layout, --tensor-atomic, --block, --microbatches,

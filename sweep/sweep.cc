@@ -35,6 +35,11 @@ Expected<std::vector<SweepPoint>> enumerate_sweep(const SweepSpace& space) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("the sweep has ", space.ranks, " ranks; expected 1 to 2^30"));
   }
+  std::vector<std::optional<RecomputePolicy>> recompute_values(space.recompute.begin(),
+                                                               space.recompute.end());
+  if (recompute_values.empty()) {
+    recompute_values.emplace_back();  // the base's
+  }
   std::vector<SweepPoint> points;
   for (Strategy strategy : space.strategies) {
     std::vector<DeviceMesh> meshes;
@@ -64,8 +69,10 @@ Expected<std::vector<SweepPoint>> enumerate_sweep(const SweepSpace& space) {
         for (std::int64_t mb : space.microbatches) {
           for (const PrefetchPolicy& prefetch : space.prefetch) {
             for (bool unified : space.unified_streams) {
-              points.push_back(SweepPoint{static_cast<std::int64_t>(points.size()), strategy,
-                                          mesh, layout, mb, prefetch, unified});
+              for (const std::optional<RecomputePolicy>& recompute : recompute_values) {
+                points.push_back(SweepPoint{static_cast<std::int64_t>(points.size()), strategy,
+                                            mesh, layout, mb, prefetch, unified, recompute});
+              }
             }
           }
         }
@@ -83,6 +90,9 @@ ConfigOptions point_config(const ConfigOptions& base, const SweepPoint& point) {
   o.placements.reset();
   o.shard_layout = point.layout;
   o.microbatches = point.microbatches;
+  if (point.recompute.has_value()) {
+    o.recompute = *point.recompute;
+  }
   auto schedule = SchedulePolicy::make(point.prefetch, point.prefetch,
                                        base.schedule.max_inflight_all_gathers(),
                                        point.unified_streams);

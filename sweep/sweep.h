@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "core/mesh/strategy.h"
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
+#include "core/policy/recompute_policy.h"
 #include "core/policy/schedule_policy.h"
 #include "core/schedule/schedule_builder.h"
 #include "sim/engine/simulator.h"
@@ -37,6 +39,7 @@ struct SweepSpace {
   std::vector<std::int64_t> microbatches;
   std::vector<PrefetchPolicy> prefetch;  // both directions
   std::vector<bool> unified_streams;     // false: separate all-gather and reduce-scatter streams
+  std::vector<RecomputePolicy> recompute;  // empty: the base's policy only
 };
 
 // One configuration of the space; `index` is its position in enumeration order.
@@ -48,11 +51,12 @@ struct SweepPoint {
   std::int64_t microbatches = 1;
   PrefetchPolicy prefetch{};  // next(1)
   bool unified_streams = false;
+  std::optional<RecomputePolicy> recompute{};  // nullopt: the base's
   friend bool operator==(const SweepPoint&, const SweepPoint&) = default;
 };
 
-// Every legal point, in the nested order strategy, mesh, layout, microbatches, prefetch, streams
-// (each dimension in the order given). Meshes: dp=ranks for 1-axis strategies,
+// Every legal point, in the nested order strategy, mesh, layout, microbatches, prefetch, streams,
+// recompute (each dimension in the order given). Meshes: dp=ranks for 1-axis strategies,
 // dp_outer=ranks/inner,dp_inner=inner for 2-axis ones. Unpadded layouts are skipped for
 // no-shard (the layout does not matter there) and for 2-axis meshes (uneven collectives exist on
 // 1-axis meshes only). Error (kInvalidArgument): ranks outside [1, 2^30].
@@ -79,16 +83,17 @@ struct SweepOutcome {
 struct SweepBase {
   Model model;
   Hardware hardware;
-  // Recompute, optimizer, mixed precision, block size, grad_scale, the in-flight cap, ...; the
-  // mesh, strategy, layout, microbatches, prefetch and streams come from each point.
+  // Optimizer, mixed precision, block size, grad_scale, the in-flight cap, recompute (unless the
+  // point has its own), ...; the mesh, strategy, layout, microbatches, prefetch and streams come
+  // from each point.
   ConfigOptions config;
   Workload workload;
   sim::SimOptions sim;
 };
 
 // The base's options with the point's dimensions: mesh, strategy (its recipe, tensor_atomic
-// off), shard layout, microbatches, and a schedule policy of the point's prefetch (both
-// directions) and streams with the base's in-flight cap.
+// off), shard layout, microbatches, recompute policy (when the point has one), and a schedule
+// policy of the point's prefetch (both directions) and streams with the base's in-flight cap.
 ConfigOptions point_config(const ConfigOptions& base, const SweepPoint& point);
 
 // Assembles, builds and simulates one point; never throws (failures land in

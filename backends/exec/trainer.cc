@@ -26,7 +26,7 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
                        .block_size = spec.block_size,
                        .microbatches = spec.microbatches,
                        .grad_scale = spec.grad_scale,
-                       .recompute = spec.recompute,
+                       .recompute = spec.recompute ? RecomputePolicy::full() : RecomputePolicy{},
                        .mixed_precision = std::move(mixed_precision),
                        .optimizer = std::move(optimizer),
                        .schedule = spec.schedule};
@@ -91,7 +91,7 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
   const std::int64_t world = setup.config.mesh().size();
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            device.make_decoder(spec.model, spec.microbatches, rank, world));
-  if (setup.config.recompute()) {
+  if (setup.config.recompute().is_full()) {
     for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
       decoder->set_recompute(u, true);
     }

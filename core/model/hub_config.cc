@@ -72,10 +72,31 @@ std::string layer_prefix(const HubArch& a, std::int64_t layer) {
   return a.gpt2_names ? str_cat("transformer.h.", layer, ".") : str_cat("model.layers.", layer, ".");
 }
 
+// Who produced a tensor of a block's forward: what torchtitan's op-level checkpointing policy
+// decides on (docs/models.md, "Activation checkpointing modes").
+enum class Producer : std::uint8_t {
+  kMm,      // aten.mm (a linear without bias): in the save list, every other one saved
+  kMatmul,  // addmm (a linear with bias, GPT-2's Conv1D) or a grouped mm: not in the save list
+  kOther,   // norms, rotary, activations, residual adds, routing: recomputed
+};
+
+// One tensor of a block's forward, per token: its bytes, the bytes of it autograd keeps for
+// backward without checkpointing (0 for a tensor backward does not read; less than all for a
+// tensor of which backward reads a view), and the matmul FLOPs that produced it.
+struct Tensor {
+  Producer producer = Producer::kOther;
+  std::int64_t bytes = 0;
+  std::int64_t needed = 0;
+  std::int64_t flops = 0;
+};
+
 struct Cost {
   UnitFlops flops;
   UnitActivations activations;
-  UnitWork work;
+  std::vector<Tensor> tensors;     // the block's forward in execution order (no attention core)
+  std::int64_t attention_out = 0;  // the attention core's output bytes (kept: o_proj's input)
+  std::int64_t lse = 0;            // its fp32 log-sum-exp bytes (kept for its backward)
+  UnitWork work;                   // its kernels (the per-op compute model)
 };
 
 // ---- the forward's kernels (UnitWork; docs/models.md, "Kernels per unit") --------------------
@@ -129,6 +150,66 @@ void add_gemm(Cost& c, std::int64_t n, std::int64_t k, std::int64_t count = 1,
       {.n = n, .k = k, .count = count, .rows_num = rows_num, .rows_den = rows_den});
 }
 
+
+// Records a tensor of the forward: the bytes backward reads count as stored, its FLOPs as matmul.
+void produce(Cost& c, Arith& m, Producer producer, std::int64_t bytes, std::int64_t needed,
+             std::int64_t flops = 0) {
+  c.tensors.push_back(Tensor{producer, bytes, needed, flops});
+  c.activations.stored = m.add(c.activations.stored, needed);
+  c.flops.matmul = m.add(c.flops.matmul, flops);
+}
+
+// The producer of a linear layer's output: aten.mm without bias, addmm with one.
+Producer linear(bool bias) {
+  return bias ? Producer::kMatmul : Producer::kMm;
+}
+
+// A block's figures per checkpointing mode, from its tensors (docs/models.md).
+// selective-op (torchtitan's policy): the block input (the checkpoint's input), the outputs of
+// odd-numbered aten.mm calls and the attention core's output and lse are kept; every other
+// tensor backward reads is re-materialised by the recompute, which runs every op but the kept
+// ones. core-attention (Megatron-LM): only the core is recomputed; with flash attention its
+// saved q, k, v stay (they are its checkpoint's inputs) and so does its output (o_proj saved
+// it), so what is freed is the lse, and the recompute re-materialises output and lse.
+void finish_block(Cost& c, Arith& m, std::int64_t input) {
+  CheckpointFigures op{.kept = m.add(input, c.attention_out, c.lse), .flops = {0, 0}};
+  std::int64_t mm_count = 0;
+  for (const Tensor& t : c.tensors) {
+    bool saved = false;
+    if (t.producer == Producer::kMm) {
+      ++mm_count;
+      saved = mm_count % 2 == 1;
+    }
+    if (saved) {
+      op.kept = m.add(op.kept, t.bytes);
+    } else {
+      op.transient = m.add(op.transient, t.needed);
+      op.flops.matmul = m.add(op.flops.matmul, t.flops);
+    }
+  }
+  c.activations.selective_op = op;
+  c.activations.core_attention = CheckpointFigures{.kept = c.activations.stored - c.lse,
+                                                   .transient = m.add(c.attention_out, c.lse),
+                                                   .flops = {0, c.flops.attention_per_seq}};
+}
+
+// The embedding and the head: torchtitan's apply_ac wraps the transformer blocks only, so its
+// selective modes keep everything these units store and recompute nothing of them.
+void not_a_block(Cost& c) {
+  const CheckpointFigures none{.kept = c.activations.stored};
+  c.activations.selective_op = none;
+  c.activations.core_attention = none;
+  c.activations.block = false;
+}
+
+// The attention core (flash attention): reads q, k, v (their producers count them), writes the
+// output and one fp32 log-sum-exp per head, both kept for its backward.
+void attend(const HubArch& a, Cost& c, Arith& m, std::int64_t out_elements) {
+  c.attention_out = m.mul(out_elements, activation_width(a));
+  c.lse = m.mul(4, a.heads);
+  c.activations.stored = m.add(c.activations.stored, c.attention_out, c.lse);
+}
+
 // Adds the norm's parameters (weight, plus bias for LayerNorm).
 void add_norm(const HubArch& a, ParamList& list, const std::string& name, std::int64_t size,
               std::string_view field) {
@@ -138,29 +219,35 @@ void add_norm(const HubArch& a, ParamList& list, const std::string& name, std::i
   }
 }
 
-// Self-attention of one layer: parameters, and its share of FLOPs and stored activations.
+// Self-attention of one layer: parameters, and its share of FLOPs and stored activations, tensor
+// by tensor in the order of the hub module's forward (its norm's input and output are the
+// layer's).
 void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
   const std::int64_t h = a.hidden;
   const std::int64_t w = activation_width(a);
   const std::int64_t q_dim = m.mul(a.heads, a.qk_head_dim);
   const std::int64_t o_in = m.mul(a.heads, a.v_head_dim);
-  std::int64_t macs = 0;   // multiply-accumulates per token
-  std::int64_t saved = 0;  // activation elements per token (dtype width)
+  const auto bytes = [&](std::int64_t elements) { return m.mul(elements, w); };
+  const auto mm_flops = [&](std::int64_t in, std::int64_t out) { return m.mul(2, in, out); };
   if (a.gpt2_names) {
     const std::int64_t qkv = m.mul(3, h);
     list.add(p + "attn.c_attn.weight", {h, qkv}, "n_embd");
     list.add(p + "attn.c_attn.bias", {qkv}, "n_embd");
     list.add(p + "attn.c_proj.weight", {h, h}, "n_embd");
     list.add(p + "attn.c_proj.bias", {h}, "n_embd");
-    macs = m.add(m.mul(h, qkv), m.mul(h, h));
     add_gemm(c, qkv, h);
     add_gemm(c, h, h);
-    // norm input, c_attn input, q/k/v, attention output (c_proj input)
-    saved = m.add(m.mul(2, h), qkv, h);
+    // ln_1 output (c_attn input); q/k/v (flash attention's inputs); Conv1D is addmm
+    produce(c, m, Producer::kOther, bytes(h), bytes(h));
+    produce(c, m, Producer::kMatmul, bytes(qkv), bytes(qkv), mm_flops(h, qkv));
+    attend(a, c, m, h);
+    produce(c, m, Producer::kMatmul, bytes(h), 0, mm_flops(h, h));
   } else if (a.mla) {
     const std::string s = p + "self_attn.";
     const std::int64_t kv_a = m.add(a.kv_lora, a.qk_rope);
     const std::int64_t kv_b = m.mul(a.heads, m.add(a.qk_head_dim - a.qk_rope, a.v_head_dim));
+    // norm output (q and kv_a input)
+    produce(c, m, Producer::kOther, bytes(h), bytes(h));
     if (a.q_lora > 0) {
       list.add(s + "q_a_proj.weight", {a.q_lora, h}, "q_lora_rank");
       if (a.qkv_bias) {
@@ -168,16 +255,20 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
       }
       list.add(s + "q_a_layernorm.weight", {a.q_lora}, "q_lora_rank");
       list.add(s + "q_b_proj.weight", {q_dim, a.q_lora}, "num_attention_heads");
-      macs = m.add(m.mul(h, a.q_lora), m.mul(a.q_lora, q_dim));
       add_gemm(c, a.q_lora, h);
       add_gemm(c, q_dim, a.q_lora);
       add_elementwise(m, c, rms_norm_bytes(w), a.q_lora);
-      saved = m.mul(2, a.q_lora);  // q_a output (norm input) and q_b input
+      // q_a output (norm input) and the norm's output (q_b input)
+      produce(c, m, linear(a.qkv_bias), bytes(a.q_lora), bytes(a.q_lora), mm_flops(h, a.q_lora));
+      produce(c, m, Producer::kOther, bytes(a.q_lora), bytes(a.q_lora));
+      produce(c, m, Producer::kMm, bytes(q_dim), 0, mm_flops(a.q_lora, q_dim));
     } else {
       list.add(s + "q_proj.weight", {q_dim, h}, "num_attention_heads");
-      macs = m.mul(h, q_dim);
       add_gemm(c, q_dim, h);
+      produce(c, m, Producer::kMm, bytes(q_dim), 0, mm_flops(h, q_dim));
     }
+    // q with its rotary part applied (flash attention's input)
+    produce(c, m, Producer::kOther, bytes(q_dim), bytes(q_dim));
     list.add(s + "kv_a_proj_with_mqa.weight", {kv_a, h}, "kv_lora_rank");
     if (a.qkv_bias) {
       list.add(s + "kv_a_proj_with_mqa.bias", {kv_a}, "kv_lora_rank");
@@ -188,14 +279,19 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
     if (a.o_bias) {
       list.add(s + "o_proj.bias", {h}, "hidden_size");
     }
-    macs = m.add(macs, m.mul(h, kv_a), m.mul(a.kv_lora, kv_b), m.mul(o_in, h));
     add_gemm(c, kv_a, h);
     add_gemm(c, kv_b, a.kv_lora);
     add_gemm(c, h, o_in);
     add_elementwise(m, c, rms_norm_bytes(w), a.kv_lora);
     add_elementwise(m, c, rope_bytes(w), m.mul(2, m.mul(a.heads, a.qk_rope)));
-    // norm input and output; kv_a output and kv_b input; q, k (full heads), v, attention output
-    saved = m.add(saved, m.mul(2, h), kv_a, a.kv_lora, m.mul(2, q_dim), m.mul(2, o_in));
+    // kv_a output (norm input and the shared rotary key), the norm's output (kv_b input), kv_b
+    // output (backward reads its v view), full-head k (flash attention's input)
+    produce(c, m, linear(a.qkv_bias), bytes(kv_a), bytes(kv_a), mm_flops(h, kv_a));
+    produce(c, m, Producer::kOther, bytes(a.kv_lora), bytes(a.kv_lora));
+    produce(c, m, Producer::kMm, bytes(kv_b), bytes(o_in), mm_flops(a.kv_lora, kv_b));
+    produce(c, m, Producer::kOther, bytes(q_dim), bytes(q_dim));
+    attend(a, c, m, o_in);
+    produce(c, m, linear(a.o_bias), bytes(h), 0, mm_flops(o_in, h));
   } else {
     const std::string s = p + "self_attn.";
     const std::int64_t kv_dim = m.mul(a.kv_heads, a.qk_head_dim);
@@ -215,7 +311,6 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
     if (a.o_bias) {
       list.add(s + "o_proj.bias", {h}, "hidden_size");
     }
-    macs = m.add(m.mul(h, q_dim), m.mul(2, h, kv_dim), m.mul(o_in, h));
     add_gemm(c, q_dim, h);
     add_gemm(c, kv_dim, h, 2);
     add_gemm(c, h, o_in);
@@ -224,33 +319,44 @@ void add_attention(const HubArch& a, const std::string& p, ParamList& list, Arit
       // torchtitan's repeat_kv materialises k and v for every query head before attention.
       add_elementwise(m, c, copy_bytes(w), m.mul(2, q_dim));
     }
-    saved = m.add(m.mul(2, h), q_dim, m.mul(2, kv_dim), o_in);
+    // norm output (q/k/v input); q and k before rotary (not read by backward) and after it;
+    // v; flash attention reads q, k, v
+    produce(c, m, Producer::kOther, bytes(h), bytes(h));
+    produce(c, m, linear(a.qkv_bias), bytes(q_dim), 0, mm_flops(h, q_dim));
+    produce(c, m, Producer::kOther, bytes(q_dim), bytes(q_dim));
+    produce(c, m, linear(a.qkv_bias), bytes(kv_dim), 0, mm_flops(h, kv_dim));
+    produce(c, m, Producer::kOther, bytes(kv_dim), bytes(kv_dim));
+    produce(c, m, linear(a.qkv_bias), bytes(kv_dim), bytes(kv_dim), mm_flops(h, kv_dim));
+    attend(a, c, m, o_in);
+    produce(c, m, linear(a.o_bias), bytes(h), 0, mm_flops(o_in, h));
   }
-  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, macs));
   // Scores (q . k over qk_head_dim) and context (p . v over v_head_dim) for each query head.
   c.flops.attention_per_seq = m.mul(2, a.heads, m.add(a.qk_head_dim, a.v_head_dim));
-  c.work.attention = {
-      .heads = a.heads, .qk_head_dim = a.qk_head_dim, .v_head_dim = a.v_head_dim, .causal = true};
+  c.work.attention = {.heads = a.heads, .qk_head_dim = a.qk_head_dim,
+                      .v_head_dim = a.v_head_dim, .causal = true};
   // The attention output back from (batch, heads, seq) order (transpose + contiguous).
   add_elementwise(m, c, copy_bytes(w), o_in);
-  // Flash attention keeps one fp32 log-sum-exp per head instead of the score matrix.
-  c.activations.stored = m.add(c.activations.stored, m.mul(saved, w), m.mul(4, a.heads));
 }
 
 void add_dense_mlp(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c,
                    std::int64_t inter, std::string_view module, std::string_view field) {
   const std::int64_t h = a.hidden;
+  const std::int64_t w = activation_width(a);
+  const std::int64_t inter_bytes = m.mul(inter, w);
+  const std::int64_t h_bytes = m.mul(h, w);
+  const std::int64_t flops = m.mul(2, h, inter);
   if (a.gpt2_names) {
     list.add(p + "mlp.c_fc.weight", {h, inter}, field);
     list.add(p + "mlp.c_fc.bias", {inter}, field);
     list.add(p + "mlp.c_proj.weight", {inter, h}, field);
     list.add(p + "mlp.c_proj.bias", {h}, field);
-    c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 2, m.mul(h, inter)));
     add_gemm(c, inter, h);
     add_gemm(c, h, inter);
-    add_elementwise(m, c, gelu_bytes(activation_width(a)), inter);
-    // c_fc output (GELU input) and GELU output (c_proj input)
-    c.activations.stored = m.add(c.activations.stored, m.mul(2, inter, activation_width(a)));
+    add_elementwise(m, c, gelu_bytes(w), inter);
+    // c_fc output (GELU input) and GELU output (c_proj input); Conv1D is addmm
+    produce(c, m, Producer::kMatmul, inter_bytes, inter_bytes, flops);
+    produce(c, m, Producer::kOther, inter_bytes, inter_bytes);
+    produce(c, m, Producer::kMatmul, h_bytes, 0, flops);
     return;
   }
   const std::string s = p + std::string(module);
@@ -266,12 +372,15 @@ void add_dense_mlp(const HubArch& a, const std::string& p, ParamList& list, Arit
   if (a.mlp_bias) {
     list.add(s + "down_proj.bias", {h}, field);
   }
-  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, 3, m.mul(h, inter)));
   add_gemm(c, inter, h, 2);
   add_gemm(c, h, inter);
-  add_elementwise(m, c, swiglu_bytes(activation_width(a)), inter);
-  // gate and up outputs (SiLU-and-multiply inputs) and the down_proj input
-  c.activations.stored = m.add(c.activations.stored, m.mul(3, inter, activation_width(a)));
+  add_elementwise(m, c, swiglu_bytes(w), inter);
+  // gate and up outputs (SiLU-and-multiply inputs), in the order down(act(gate(x)) * up(x))
+  // runs them, and the down_proj input
+  produce(c, m, linear(a.mlp_bias), inter_bytes, inter_bytes, flops);
+  produce(c, m, linear(a.mlp_bias), inter_bytes, inter_bytes, flops);
+  produce(c, m, Producer::kOther, inter_bytes, inter_bytes);
+  produce(c, m, linear(a.mlp_bias), h_bytes, 0, flops);
 }
 
 void add_moe(const HubArch& a, const std::string& p, ParamList& list, Arith& m, Cost& c) {
@@ -309,9 +418,9 @@ void add_moe(const HubArch& a, const std::string& p, ParamList& list, Arith& m, 
   if (!mixtral) {
     add_router();
   }
-  // Router logits for every expert; then only the top_k experts a token is routed to.
-  c.flops.matmul = m.add(c.flops.matmul, m.mul(2, h, a.experts),
-                         m.mul(m.mul(2, 3, a.top_k), m.mul(h, ie)));
+  // Router logits for every expert (a linear without bias), kept as fp32 probabilities; then
+  // only the top_k experts a token is routed to, as grouped matmuls (torchtitan's MoE): per
+  // routed copy its gathered input, gate/up outputs, down input; the down outputs are combined.
   add_gemm(c, a.experts, h);
   // Each expert sees top_k / experts of the tokens (balanced routing).
   add_gemm(c, ie, h, m.mul(2, a.experts), a.top_k, a.experts);
@@ -319,9 +428,15 @@ void add_moe(const HubArch& a, const std::string& p, ParamList& list, Arith& m, 
   add_elementwise(m, c, swiglu_bytes(w), m.mul(a.top_k, ie));
   // Dispatch (gather of the routed copies) and combine (weighted scatter-add).
   add_elementwise(m, c, copy_bytes(w), m.mul(2, a.top_k, h));
-  // fp32 router probabilities; per routed copy: its gathered input, gate/up outputs, down input
-  c.activations.stored = m.add(c.activations.stored, m.mul(4, a.experts),
-                               m.mul(m.mul(a.top_k, w), m.add(h, m.mul(3, ie))));
+  const std::int64_t copies = m.mul(a.top_k, w);
+  const std::int64_t expert_flops = m.mul(2, a.top_k, m.mul(h, ie));
+  produce(c, m, Producer::kMm, m.mul(a.experts, w), 0, m.mul(2, h, a.experts));
+  produce(c, m, Producer::kOther, m.mul(4, a.experts), m.mul(4, a.experts));
+  produce(c, m, Producer::kOther, m.mul(copies, h), m.mul(copies, h));
+  produce(c, m, Producer::kMatmul, m.mul(copies, ie), m.mul(copies, ie), expert_flops);
+  produce(c, m, Producer::kMatmul, m.mul(copies, ie), m.mul(copies, ie), expert_flops);
+  produce(c, m, Producer::kOther, m.mul(copies, ie), m.mul(copies, ie));
+  produce(c, m, Producer::kMatmul, m.mul(copies, h), 0, expert_flops);
   if (a.shared_intermediate > 0) {
     add_dense_mlp(a, p, list, m, c, a.shared_intermediate, "mlp.shared_experts.",
                   "n_shared_experts");
@@ -336,7 +451,8 @@ Expected<Unit> make_unit(std::string_view source, std::string name, ParamList& l
                        "FLOP and activation-byte counts per token that fit int64",
                        "an overflow; reduce the size fields", ErrorCode::kOutOfRange);
   }
-  auto unit = Unit::make(name, Unit::kNoParent, std::move(params), c.flops, c.activations, c.work);
+  auto unit =
+      Unit::make(name, Unit::kNoParent, std::move(params), c.flops, c.activations, c.work);
   if (!unit) {
     return unit.error().with_context(source);
   }
@@ -356,6 +472,7 @@ Expected<Unit> build_embedding(const HubArch& a, std::string_view source) {
   // A lookup does no matmul; backward needs the int64 token ids.
   c.activations = {8, 8};
   add_elementwise(m, c, copy_bytes(activation_width(a)), a.gpt2_names ? 2 * a.hidden : a.hidden);
+  not_a_block(c);
   return make_unit(source, "embedding", list, m, c);
 }
 
@@ -371,10 +488,16 @@ Expected<Unit> build_layer(const HubArch& a, std::string_view source, std::int64
   if (a.gpt2_names) {
     add_norm(a, list, p + "ln_1", h, "n_embd");
   }
+  // The layer's input (the first norm's input), which every checkpointing mode keeps.
+  const std::int64_t h_bytes = m.mul(h, w);
+  c.activations.stored = h_bytes;
   add_attention(a, p, list, m, c);
   if (a.gpt2_names) {
     add_norm(a, list, p + "ln_2", h, "n_embd");
   }
+  // The residual sum (the second norm's input) and the norm's output (the MLP or router input).
+  produce(c, m, Producer::kOther, h_bytes, h_bytes);
+  produce(c, m, Producer::kOther, h_bytes, h_bytes);
   if (is_moe_layer(a, layer)) {
     add_moe(a, p, list, m, c);
   } else {
@@ -385,12 +508,13 @@ Expected<Unit> build_layer(const HubArch& a, std::string_view source, std::int64
     list.add(p + "input_layernorm.weight", {h}, "hidden_size");
     list.add(p + "post_attention_layernorm.weight", {h}, "hidden_size");
   }
-  // The second norm's input and output (the MLP or router input).
-  c.activations.stored = m.add(c.activations.stored, m.mul(2, h, w));
+  // The second residual sum: the layer's output, read by no backward of this layer.
+  produce(c, m, Producer::kOther, h_bytes, 0);
   add_elementwise(m, c, a.gpt2_names ? layer_norm_bytes(w) : rms_norm_bytes(w), m.mul(2, h));
   add_elementwise(m, c, residual_bytes(w), m.mul(2, h));
   // Recomputing the whole layer keeps only its input.
   c.activations.recompute = m.mul(h, w);
+  finish_block(c, m, c.activations.recompute);
   return make_unit(source, str_cat("layers.", layer), list, m, c);
 }
 
@@ -416,6 +540,7 @@ Expected<Unit> build_head(const HubArch& a, std::string_view source) {
   // Norm input, lm_head input, and fp32 softmax probabilities for the cross-entropy backward.
   c.activations.stored = m.add(m.mul(2, h, w), m.mul(4, a.vocab));
   c.activations.recompute = m.mul(h, w);
+  not_a_block(c);
   return make_unit(source, "head", list, m, c);
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/model/model_json.h"
 
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/base/strings.h"
@@ -116,6 +118,32 @@ ordered_json work_to_json(const UnitWork& work) {
   return out;
 }
 
+// An optional per-mode figure block {"kept", "transient", "recompute_flops": {"matmul",
+// "attention_per_seq"}} of activation_bytes_per_token; absent: nullopt (the unit is recomputed
+// whole in that mode, docs/models.md).
+Expected<std::optional<CheckpointFigures>> read_checkpoint_figures(const JsonObjectReader& a,
+                                                                   std::string_view key,
+                                                                   const std::string& source) {
+  if (a.find(key) == nullptr) {
+    return std::optional<CheckpointFigures>();
+  }
+  FSDP_TRY(const json* obj, a.get_object(key));
+  FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(*obj, source, a.field_path(key)));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown({"kept", "transient", "recompute_flops"}));
+  CheckpointFigures f;
+  FSDP_TRY(f.kept, r.get_int("kept", 0));
+  FSDP_TRY(f.transient, r.get_int("transient", 0));
+  if (r.find("recompute_flops") != nullptr) {
+    FSDP_TRY(const json* fl, r.get_object("recompute_flops"));
+    FSDP_TRY(const JsonObjectReader fr,
+             JsonObjectReader::make(*fl, source, r.field_path("recompute_flops")));
+    FSDP_RETURN_IF_ERROR(fr.reject_unknown({"matmul", "attention_per_seq"}));
+    FSDP_TRY(f.flops.matmul, fr.get_int_or("matmul", 0, 0));
+    FSDP_TRY(f.flops.attention_per_seq, fr.get_int_or("attention_per_seq", 0, 0));
+  }
+  return std::optional<CheckpointFigures>(f);
+}
+
 Expected<Unit> parse_unit(const json& value, const std::string& source, const std::string& path,
                           const std::unordered_map<std::string, std::int32_t>& earlier) {
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(value, source, path));
@@ -154,9 +182,13 @@ Expected<Unit> parse_unit(const json& value, const std::string& source, const st
     FSDP_TRY(const json* obj, r.get_object("activation_bytes_per_token"));
     FSDP_TRY(const JsonObjectReader a,
              JsonObjectReader::make(*obj, source, r.field_path("activation_bytes_per_token")));
-    FSDP_RETURN_IF_ERROR(a.reject_unknown({"stored", "recompute"}));
+    FSDP_RETURN_IF_ERROR(
+        a.reject_unknown({"stored", "recompute", "selective_op", "core_attention", "block"}));
     FSDP_TRY(activations.stored, a.get_int_or("stored", 0, 0));
     FSDP_TRY(activations.recompute, a.get_int_or("recompute", 0, 0));
+    FSDP_TRY(activations.selective_op, read_checkpoint_figures(a, "selective_op", source));
+    FSDP_TRY(activations.core_attention, read_checkpoint_figures(a, "core_attention", source));
+    FSDP_TRY(activations.block, a.get_bool_or("block", true));
   }
   UnitWork work;
   if (r.find("work") != nullptr) {
@@ -241,8 +273,22 @@ ordered_json model_to_json(const Model& model) {
     unit["params"] = std::move(params);
     unit["flops_per_token"] = {{"matmul", u.flops().matmul},
                                {"attention_per_seq", u.flops().attention_per_seq}};
-    unit["activation_bytes_per_token"] = {{"stored", u.activations().stored},
-                                          {"recompute", u.activations().recompute}};
+    const UnitActivations& a = u.activations();
+    ordered_json activations = {{"stored", a.stored}, {"recompute", a.recompute}};
+    for (const auto& [key, figures] : {std::pair{"selective_op", &a.selective_op},
+                                       std::pair{"core_attention", &a.core_attention}}) {
+      if (figures->has_value()) {
+        activations[key] = {{"kept", (*figures)->kept},
+                            {"transient", (*figures)->transient},
+                            {"recompute_flops",
+                             {{"matmul", (*figures)->flops.matmul},
+                              {"attention_per_seq", (*figures)->flops.attention_per_seq}}}};
+      }
+    }
+    if (!a.block) {
+      activations["block"] = false;
+    }
+    unit["activation_bytes_per_token"] = std::move(activations);
     if (!u.work().empty()) {
       unit["work"] = work_to_json(u.work());
     }

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/model/unit.h"
 
+#include <iterator>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
@@ -42,7 +45,19 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
       {"activation bytes stored", activations.stored},
       {"activation bytes recompute", activations.recompute},
   };
-  for (const auto& [what, value] : figures) {
+  std::vector<std::pair<std::string, std::int64_t>> checks(std::begin(figures), std::end(figures));
+  for (const auto& [mode, f] : {std::pair{"selective_op", &activations.selective_op},
+                                std::pair{"core_attention", &activations.core_attention}}) {
+    if (f->has_value()) {
+      checks.emplace_back(str_cat("activation bytes ", mode, " kept"), (*f)->kept);
+      checks.emplace_back(str_cat("activation bytes ", mode, " transient"), (*f)->transient);
+      checks.emplace_back(str_cat("activation ", mode, " recompute flops matmul"),
+                          (*f)->flops.matmul);
+      checks.emplace_back(str_cat("activation ", mode, " recompute flops attention_per_seq"),
+                          (*f)->flops.attention_per_seq);
+    }
+  }
+  for (const auto& [what, value] : checks) {
     if (value < 0) {
       return fail(ErrorCode::kInvalidArgument,
                   str_cat(what, ": expected a non-negative integer, got ", value));

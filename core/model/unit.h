@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,26 @@ struct UnitFlops {
   friend bool operator==(const UnitFlops&, const UnitFlops&) = default;
 };
 
+// What one selective activation-checkpointing mode does to a unit, per token (docs/models.md,
+// "Activation checkpointing modes").
+struct CheckpointFigures {
+  std::int64_t kept = 0;       // activation bytes kept from the forward until backward
+  std::int64_t transient = 0;  // bytes the recompute re-materialises, live until backward
+  UnitFlops flops{};           // the recompute's FLOPs (zero: nothing is recomputed)
+  friend bool operator==(const CheckpointFigures&, const CheckpointFigures&) = default;
+};
+
 // Activation bytes per token kept from the forward pass until backward.
 struct UnitActivations {
   std::int64_t stored = 0;     // without recomputation
   std::int64_t recompute = 0;  // with the unit fully recomputed (its checkpointed input)
+  // torchtitan's op-level policy and Megatron-LM's core-attention recomputation. Absent: the
+  // unit's structure is unknown and it can only be recomputed whole (the full figures).
+  std::optional<CheckpointFigures> selective_op{};
+  std::optional<CheckpointFigures> core_attention{};
+  // A transformer block: the unit torchtitan wraps in a checkpoint (its embedding and output
+  // head are not); selective-layer:K counts these.
+  bool block = true;
   friend bool operator==(const UnitActivations&, const UnitActivations&) = default;
 };
 

@@ -19,6 +19,7 @@
 #include "core/policy/fsdp_config.h"
 #include "core/policy/mixed_precision_policy.h"
 #include "core/policy/optimizer_policy.h"
+#include "core/policy/recompute_policy.h"
 #include "core/policy/schedule_policy.h"
 
 namespace fsdp {
@@ -41,7 +42,7 @@ struct ConfigOptions {
   std::int64_t block_size = 1;    // rows kept together by RowAtomic groups
   std::int64_t microbatches = 1;  // backwards accumulated per optimizer step
   double grad_scale = 1.0;        // multiplier after DP averaging
-  bool recompute = false;         // activation recomputation of every unit
+  RecomputePolicy recompute{};    // activation checkpointing (none)
   // Initialised ({}) so that designated initialisers may leave them out without a warning.
   MixedPrecisionPolicy mixed_precision{};
   OptimizerPolicy optimizer{};

@@ -18,6 +18,7 @@
 #include "core/mesh/strategy.h"
 #include "core/policy/mixed_precision_policy.h"
 #include "core/policy/optimizer_policy.h"
+#include "core/policy/recompute_policy.h"
 #include "core/policy/schedule_policy.h"
 
 namespace fsdp {
@@ -28,7 +29,7 @@ struct FsdpOptions {
   std::int64_t block_size = 1;        // rows kept together by RowAtomic groups (fp8 groups use 32)
   std::int64_t num_microbatches = 1;  // backwards accumulated per optimizer step
   double grad_scale = 1.0;            // multiplier after DP averaging (§4.7)
-  bool recompute = false;             // activation recomputation of every unit
+  RecomputePolicy recompute{};        // activation checkpointing (none)
   MixedPrecisionPolicy mixed_precision;
   OptimizerPolicy optimizer;
   SchedulePolicy schedule;
@@ -48,7 +49,7 @@ class FsdpConfig {
   std::int64_t block_size() const { return options_.block_size; }
   std::int64_t num_microbatches() const { return options_.num_microbatches; }
   double grad_scale() const { return options_.grad_scale; }
-  bool recompute() const { return options_.recompute; }
+  const RecomputePolicy& recompute() const { return options_.recompute; }
   const MixedPrecisionPolicy& mixed_precision() const { return options_.mixed_precision; }
   const OptimizerPolicy& optimizer() const { return options_.optimizer; }
   const SchedulePolicy& schedule() const { return options_.schedule; }
@@ -73,7 +74,7 @@ Expected<FsdpConfig> make_fsdp_config(Strategy strategy, const DeviceMesh& mesh,
                                       FsdpOptions options, bool tensor_atomic = false);
 
 // One line: "mesh=dp=8 dp_axes=[dp] parameter=[...] ... shard_layout=padded block_size=1
-// microbatches=4 grad_scale=1 recompute=off main_params=fp32 ... optimizer=adam(state=fp32)
+// microbatches=4 grad_scale=1 recompute=none main_params=fp32 ... optimizer=adam(state=fp32)
 // forward=next(1) ...".
 std::string to_string(const FsdpConfig& config);
 std::ostream& operator<<(std::ostream& os, const FsdpConfig& config);

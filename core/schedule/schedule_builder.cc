@@ -15,6 +15,7 @@
 #include "core/base/strings.h"
 #include "core/layout/local_range.h"
 #include "core/mesh/redistribute.h"
+#include "core/policy/recompute_policy.h"
 #include "core/schedule/shard_plan.h"
 
 namespace fsdp {
@@ -108,6 +109,7 @@ class ProgramBuilder {
     unit_grad_buffer_.assign(groups.size(), -1);
     resident_.assign(groups.size(), GroupResident{});
     activation_buffer_.assign(units.size(), -1);
+    checkpoints_ = checkpoints_of(config.recompute(), model);
     forward_position_.assign(units.size(), -1);
     backward_position_.assign(units.size(), -1);
     for (std::size_t i = 0; i < forward_order.size(); ++i) {
@@ -543,8 +545,7 @@ class ProgramBuilder {
       return Error(ErrorCode::kOutOfRange,
                    str_cat("forward FLOPs of unit '", unit.name(), "' overflow int64"));
     }
-    const std::int64_t act_per_token =
-        config_.recompute() ? unit.activations().recompute : unit.activations().stored;
+    const std::int64_t act_per_token = checkpoints_[static_cast<std::size_t>(u)].kept;
     std::int64_t act = 0;
     if (!checked_mul(act_per_token, tokens_, &act)) {
       return Error(ErrorCode::kOutOfRange,
@@ -592,17 +593,23 @@ class ProgramBuilder {
       backward_operands.push_back(transient(act, Access::kRead, -1, Extent::kNone));
     }
     std::int32_t recomputed = -1;
-    if (config_.recompute()) {
-      // The recompute re-materialises what the forward would have kept, beyond the checkpointed
-      // input that stayed alive; it lives until the backward has consumed it.
+    const UnitCheckpoint& checkpoint = checkpoints_[static_cast<std::size_t>(u)];
+    if (checkpoint.recomputed) {
+      // The recompute re-materialises what the backward reads beyond what the forward kept; it
+      // lives until the backward has consumed it. Its FLOPs are the policy's (the whole forward
+      // for full recomputation); it reads the weights when it runs a matmul (full: always).
       std::int64_t extra = 0;
-      if (!checked_mul(std::max<std::int64_t>(
-                           unit.activations().stored - unit.activations().recompute, 0),
-                       tokens_, &extra)) {
+      std::int64_t flops = 0;
+      Expected<std::int64_t> per_token_recompute =
+          forward_flops_per_token(checkpoint.flops, workload_.seq_len);
+      if (!per_token_recompute || !checked_mul(checkpoint.transient, tokens_, &extra) ||
+          !checked_mul(*per_token_recompute, tokens_, &flops)) {
         return Error(ErrorCode::kOutOfRange,
-                     str_cat("recomputed activation bytes of unit '", unit.name(),
+                     str_cat("recomputed activation bytes or FLOPs of unit '", unit.name(),
                              "' overflow int64"));
       }
+      const std::int64_t weight_bytes =
+          config_.recompute().is_full() || checkpoint.flops.matmul > 0 ? unit.param_bytes() : 0;
       std::vector<Operand> operands = weights;
       if (act >= 0) {
         operands.push_back(transient(act, Access::kRead, -1, Extent::kNone));
@@ -613,7 +620,7 @@ class ProgramBuilder {
         operands.push_back(transient(recomputed, Access::kWrite, -1, Extent::kNone));
         backward_operands.push_back(transient(recomputed, Access::kRead, -1, Extent::kNone));
       }
-      compute(OpKind::kRecompute, u, -1, fwd, unit.param_bytes() + extra, operands,
+      compute(OpKind::kRecompute, u, -1, flops, weight_bytes + extra, operands,
               unit_compute_dtype(u));
     }
     // Autograd writes the unit's full gradients during the backward (§5.2), so they are allocated
@@ -892,6 +899,7 @@ class ProgramBuilder {
   std::vector<std::int32_t> unit_grad_buffer_;
   std::vector<GroupResident> resident_;
   std::vector<std::int32_t> activation_buffer_;
+  std::vector<UnitCheckpoint> checkpoints_;  // per unit
   std::vector<std::int64_t> forward_position_;
   std::vector<std::int64_t> backward_position_;
   std::vector<std::int64_t> forward_elements_;

@@ -22,7 +22,7 @@ inline Expected<std::unique_ptr<backend::HostDecoder>> make_rank_decoder(
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            backend::HostDecoder::make(spec.model, spec.microbatches, rank,
                                       setup.config.mesh().size()));
-  if (setup.config.recompute()) {
+  if (setup.config.recompute().is_full()) {
     for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
       decoder->set_recompute(u, true);
     }

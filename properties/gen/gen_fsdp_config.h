@@ -9,6 +9,7 @@
 
 #include "core/base/strings.h"
 #include "core/policy/fsdp_config.h"
+#include "core/policy/recompute_policy.h"
 
 #include <rapidcheck.h>
 
@@ -35,7 +36,7 @@ struct ConfigSpec {
   PrefetchSpec backward;
   std::int64_t max_inflight = 0;
   bool unified = false;
-  bool recompute = false;
+  RecomputePolicy recompute{};
   DType main_params = DType::kFp32;
   std::optional<DType> main_grads;
   std::optional<DType> compute;
@@ -66,8 +67,8 @@ inline std::ostream& operator<<(std::ostream& os, const ConfigSpec& c) {
      << to_string(make_mesh(c.mesh)) << " " << to_string(c.layout) << " mb " << c.microbatches
      << " forward " << to_string(make_prefetch(c.forward)) << " backward "
      << to_string(make_prefetch(c.backward)) << " inflight " << c.max_inflight
-     << (c.unified ? " unified" : " separate") << (c.recompute ? " recompute" : "") << " main "
-     << to_string(c.main_params) << " grads "
+     << (c.unified ? " unified" : " separate") << " recompute " << to_string(c.recompute)
+     << " main " << to_string(c.main_params) << " grads "
      << (c.main_grads ? std::string(to_string(*c.main_grads)) : "grad") << " compute "
      << (c.compute ? std::string(to_string(*c.compute)) : "param") << " " << to_string(c.optimizer);
   return os;
@@ -115,7 +116,11 @@ inline rc::Gen<ConfigSpec> config_spec() {
     c.backward = *prefetch_spec();
     c.max_inflight = *rc::gen::inRange<std::int64_t>(0, 4);
     c.unified = *rc::gen::arbitrary<bool>();
-    c.recompute = *rc::gen::arbitrary<bool>();
+    c.recompute =
+        RecomputePolicy::parse(*rc::gen::element<std::string>(
+                                   "none", "full", "selective-op", "selective-layer:1",
+                                   "selective-layer:2", "selective-layer:3", "core-attention"))
+            .value();
     c.main_params = *rc::gen::element(DType::kFp32, DType::kBf16);
     c.main_grads = *rc::gen::element<std::optional<DType>>(std::nullopt, DType::kFp32);
     c.compute = *rc::gen::element<std::optional<DType>>(std::nullopt, std::nullopt, DType::kBf16);

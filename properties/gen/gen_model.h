@@ -11,6 +11,7 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -32,6 +33,13 @@ struct UnitSpec {
   std::int64_t matmul_flops = 0;
   std::int64_t stored = 0;
   std::int64_t recompute = 0;
+  // Selective checkpointing figures (kept, transient, recomputed matmul FLOPs), used for both
+  // selective-op and core-attention when set; a unit that is no block keeps them all.
+  bool selective = false;
+  std::int64_t selective_kept = 0;
+  std::int64_t selective_transient = 0;
+  std::int64_t selective_flops = 0;
+  bool block = true;
 };
 
 struct ModelSpec {
@@ -63,8 +71,16 @@ inline Model make_model(const ModelSpec& spec) {
                                    p.requires_grad)
                            .value());
     }
+    UnitActivations activations{.stored = u.stored, .recompute = u.recompute, .block = u.block};
+    if (u.selective) {
+      const CheckpointFigures figures{.kept = u.selective_kept,
+                                      .transient = u.selective_transient,
+                                      .flops = {std::min(u.selective_flops, u.matmul_flops), 0}};
+      activations.selective_op = figures;
+      activations.core_attention = figures;
+    }
     units.push_back(Unit::make(str_cat("u", i), u.parent, std::move(params),
-                               UnitFlops{u.matmul_flops, 0}, UnitActivations{u.stored, u.recompute})
+                               UnitFlops{u.matmul_flops, 0}, activations)
                         .value());
   }
   return Model::make("generated", std::move(units)).value();
@@ -95,7 +111,12 @@ inline rc::Gen<UnitSpec> unit_spec(rc::Gen<std::int32_t> parent) {
                                    })),
       rc::gen::set(&UnitSpec::matmul_flops, rc::gen::inRange<std::int64_t>(0, 1000)),
       rc::gen::set(&UnitSpec::stored, rc::gen::inRange<std::int64_t>(0, 64)),
-      rc::gen::set(&UnitSpec::recompute, rc::gen::inRange<std::int64_t>(0, 16)));
+      rc::gen::set(&UnitSpec::recompute, rc::gen::inRange<std::int64_t>(0, 16)),
+      rc::gen::set(&UnitSpec::selective, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&UnitSpec::selective_kept, rc::gen::inRange<std::int64_t>(0, 64)),
+      rc::gen::set(&UnitSpec::selective_transient, rc::gen::inRange<std::int64_t>(0, 64)),
+      rc::gen::set(&UnitSpec::selective_flops, rc::gen::inRange<std::int64_t>(0, 1000)),
+      rc::gen::set(&UnitSpec::block, rc::gen::weightedElement<bool>({{3, true}, {1, false}})));
 }
 
 // 1-6 units; unit i's parent is -1 or any earlier unit (a flat model half of the time).

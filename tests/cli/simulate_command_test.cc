@@ -64,13 +64,65 @@ TEST(SimulateCommandTest, PaddingEqualsTheLayoutsOwnPadding) {
   EXPECT_EQ(p.at("gathered_padding_bytes").get<std::int64_t>(), 2 * expected);
 }
 
+// Each checkpointing mode of Llama 3 8B at seq 8192 says what it keeps in one line, and keeps
+// less than no checkpointing at a cost in time (docs/models.md, "Worked example").
+TEST(SimulateCommandTest, RecomputeModesNameThemselvesAndTradeMemoryForTime) {
+  const auto simulate = [](const std::string& mode) {
+    std::vector<std::string> args = {"--model", "llama-3-8b", "--seq-len",      "8192",
+                                     "--mesh",  "dp=8",       "--microbatches", "1"};
+    if (mode == "bare") {
+      args.emplace_back("--recompute");
+    } else if (!mode.empty()) {
+      args.insert(args.end(), {"--recompute", mode});
+    }
+    const auto r = run_command(run_simulate_command, args);
+    EXPECT_EQ(r.code, 0) << mode << ": " << r.err;
+    return r.out;
+  };
+  const auto json_of = [](const std::string& mode) {
+    const auto r = run_command(run_simulate_command,
+                               {"--model", "llama-3-8b", "--seq-len", "8192", "--mesh", "dp=8",
+                                "--microbatches", "1", "--recompute", mode, "--format", "json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const std::string none = simulate("");
+  EXPECT_NE(none.find("\nrecompute none: 38.07 GiB of activations kept per microbatch, 0 of 34 "
+                      "units recomputed"),
+            std::string::npos)
+      << none;
+  EXPECT_EQ(simulate("bare"), simulate("full"));  // a bare --recompute stays full
+  const std::string op = simulate("selective-op");
+  // 32 x 63,616 B + embedding 8 + head 529,408 B per token, x 8192 tokens.
+  EXPECT_NE(op.find("recompute selective-op: 19.57 GiB of activations kept per microbatch, 32 of "
+                    "34 units recomputed (0.70 GiB re-materialised at most, "),
+            std::string::npos)
+      << op;
+  EXPECT_NE(simulate("selective-layer:2").find("16 of 34 units recomputed"), std::string::npos);
+  const auto peak = [](const nlohmann::json& j) {
+    return j.at("classes").at(0).at("memory").at("peak_bytes").get<std::int64_t>();
+  };
+  const auto step = [](const nlohmann::json& j) {
+    return j.at("step_time_ps").get<std::int64_t>();
+  };
+  const nlohmann::json j_none = json_of("none");
+  const nlohmann::json j_full = json_of("full");
+  const nlohmann::json j_op = json_of("selective-op");
+  const nlohmann::json j_layer = json_of("selective-layer:2");
+  EXPECT_LT(peak(j_full), peak(j_op));
+  EXPECT_LT(peak(j_op), peak(j_none));
+  EXPECT_LT(peak(j_layer), peak(j_none));
+  EXPECT_LT(step(j_none), step(j_op));
+  EXPECT_LT(step(j_op), step(j_full));
+  EXPECT_LT(step(j_op), step(j_layer));
+}
+
 TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--microbatches", "0"},
-      {"--model", "no-such-model"},
-      {"--mesh", "dp=0"},
-      {"--hardware", "no-such-gpu"},
-      {"--straggler", "rank=x"},
+      {"--microbatches", "0"},    {"--model", "no-such-model"},
+      {"--mesh", "dp=0"},         {"--hardware", "no-such-gpu"},
+      {"--straggler", "rank=x"},  {"--recompute", "selective-layer:0"},
+      {"--recompute", "partial"},
   };
   for (const auto& args : cases) {
     const auto r = run_command(run_simulate_command, args);

@@ -118,6 +118,59 @@ TEST(SweepCommandTest, TextTableMarksTheFrontAndSummarises) {
   EXPECT_GE(rows, 1);
 }
 
+// --recompute LIST is a dimension of the space: every configuration once per mode, the mode in
+// the text table and the JSON; the bare flag is full.
+TEST(SweepCommandTest, RecomputeIsADimension) {
+  // zero3 on dp=4 with one microbatch count, prefetch depth and stream mode; both layouts unless
+  // `extra` says otherwise.
+  const auto zero3 = [](std::vector<std::pair<std::string, std::string>> extra,
+                        std::vector<std::string> flags = {}) {
+    std::vector<std::pair<std::string, std::string>> options = {{"--strategies", "zero3"},
+                                                                {"--microbatches", "1"},
+                                                                {"--prefetch", "1"},
+                                                                {"--streams", "separate"}};
+    options.insert(options.end(), extra.begin(), extra.end());
+    const Result r = run_sweep(small_sweep(options, std::move(flags)));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out;
+  };
+  const nlohmann::json j = nlohmann::json::parse(
+      zero3({{"--recompute", "none,full,selective-op"}, {"--format", "json"}}));
+  const auto& configs = j["configurations"];
+  ASSERT_EQ(configs.size(), 2u * 3u);  // padded, unpadded x three modes
+  std::vector<std::string> modes;
+  for (const auto& c : configs) {
+    modes.push_back(c["recompute"].get<std::string>());
+  }
+  EXPECT_EQ(modes, (std::vector<std::string>{"none", "full", "selective-op", "none", "full",
+                                             "selective-op"}));
+  // Less kept, more recomputed: memory falls and time grows from none to full.
+  EXPECT_GT(configs[0]["peak_bytes"].get<std::int64_t>(),
+            configs[2]["peak_bytes"].get<std::int64_t>());
+  EXPECT_GT(configs[2]["peak_bytes"].get<std::int64_t>(),
+            configs[1]["peak_bytes"].get<std::int64_t>());
+  EXPECT_LT(configs[0]["step_time_ps"].get<std::int64_t>(),
+            configs[1]["step_time_ps"].get<std::int64_t>());
+  const std::string text =
+      zero3({{"--layouts", "padded"}, {"--recompute", "selective-layer:2,core-attention"}});
+  EXPECT_NE(text.find(" recompute "), std::string::npos) << text;
+  EXPECT_NE(text.find(" selective-layer:2 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" core-attention "), std::string::npos) << text;
+  EXPECT_NE(text.find("2 configurations: "), std::string::npos) << text;
+  // Without --recompute every configuration is none; a bare --recompute is full.
+  const auto first_mode = [&](std::vector<std::string> flags) {
+    return nlohmann::json::parse(zero3({{"--layouts", "padded"}, {"--format", "json"}},
+                                       std::move(flags)))["configurations"][0]["recompute"];
+  };
+  EXPECT_EQ(first_mode({}), "none");
+  EXPECT_EQ(first_mode({"--recompute"}), "full");
+  const Result bad = run_sweep(small_sweep({{"--recompute", "none,sometimes"}}));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err,
+            "fsdpsim: error: --recompute: 'sometimes': expected none, full, selective-op, "
+            "selective-layer:K or core-attention\n");
+}
+
 TEST(SweepCommandTest, JsonParetoFrontIsExactlyTheUndominatedFittingSet) {
   const nlohmann::json j = sweep_json();
   const auto& configs = j["configurations"];

@@ -15,6 +15,7 @@
 
 #include "cli/backend_registry.h"
 #include "cli/subcommands.h"
+#include "core/base/strings.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace fsdp::cli {
@@ -89,6 +90,13 @@ TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
   one_line({"--model", "llama-3-8b", "--kv-heads", "5"},
            "--kv-heads: expected a divisor of the number of heads 32, got 5");
   one_line({"--model", "lama-3-8b"}, "expected one of llama-3-8b");
+  // The CPU backend recomputes whole units only.
+  for (const char* mode : {"selective-op", "selective-layer:2", "core-attention"}) {
+    one_line({"--recompute", mode},
+             str_cat("train --recompute ", mode,
+                     ": the CPU backend recomputes whole units only; use --recompute full"));
+  }
+  one_line({"--recompute", "sometimes"}, "--recompute is 'sometimes'; expected none, full,");
   // The whole 8B network would need ~180 GiB: refused before anything is allocated.
   one_line({"--model", "llama-3-8b", "--steps", "1"}, "training needs about ");
 }

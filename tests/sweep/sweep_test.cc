@@ -25,7 +25,7 @@ SweepBase tiny_base() {
   SweepBase base{load_model_file(FSDP_SOURCE_DIR "/tests/cli/testdata/tiny_llama.json").value(),
                  find_hardware_preset("h100").value(), ConfigOptions{}, Workload{256, 1},
                  sim::SimOptions{}};
-  base.config.recompute = true;
+  base.config.recompute = RecomputePolicy::full();
   base.config.optimizer = OptimizerPolicy::make(OptimizerKind::kSgdMomentum).value();
   base.config.schedule =
       SchedulePolicy::make(PrefetchPolicy::none(), PrefetchPolicy::none(), 2, false).value();
@@ -78,6 +78,37 @@ TEST(SweepTest, EnumeratesEveryLegalConfigurationOnce) {
   EXPECT_EQ(restricted.front().mesh, mesh_of("dp_outer=2,dp_inner=8"));
 }
 
+TEST(SweepTest, RecomputePoliciesAreTheInnermostDimension) {
+  SweepSpace space = small_space();
+  space.strategies = {Strategy::kZero3};
+  space.layouts = {ShardLayout::kPadded};
+  space.microbatches = {1};
+  space.prefetch = {PrefetchPolicy::none()};
+  space.unified_streams = {false, true};
+  const RecomputePolicy op = RecomputePolicy::parse("selective-op").value();
+  space.recompute = {RecomputePolicy{}, op};
+  const std::vector<SweepPoint> points = enumerate_sweep(space).value();
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].recompute, RecomputePolicy{});
+  EXPECT_EQ(points[1].recompute, op);
+  EXPECT_TRUE(points[2].unified_streams);
+  EXPECT_EQ(points[3].recompute, op);
+  // A point's policy replaces the base's; a point without one keeps it.
+  const SweepBase base = tiny_base();
+  EXPECT_EQ(point_config(base.config, points[1]).recompute, op);
+  EXPECT_EQ(point_config(base.config, points[0]).recompute, RecomputePolicy{});
+  space.recompute.clear();
+  const std::vector<SweepPoint> kept = enumerate_sweep(space).value();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_FALSE(kept[0].recompute.has_value());
+  EXPECT_EQ(point_config(base.config, kept[0]).recompute, RecomputePolicy::full());
+  // The simulated step honours the point's policy: selective-op keeps less than none.
+  const SweepOutcome none = run_sweep_point(base, points[0]);
+  const SweepOutcome selective = run_sweep_point(base, points[1]);
+  ASSERT_TRUE(none.error.empty() && selective.error.empty()) << none.error << selective.error;
+  EXPECT_LT(selective.peak_bytes, none.peak_bytes);
+}
+
 TEST(SweepTest, RankCountOutsideTheRangeIsAnError) {
   SweepSpace space = small_space();
   space.ranks = 0;
@@ -99,7 +130,7 @@ TEST(SweepTest, APointOverridesItsDimensionsAndKeepsTheRestOfTheBase) {
   EXPECT_EQ(o.mesh, point.mesh);
   EXPECT_EQ(o.strategy, Strategy::kHsdp);
   EXPECT_EQ(o.microbatches, 2);
-  EXPECT_TRUE(o.recompute);
+  EXPECT_EQ(o.recompute, RecomputePolicy::full());  // the point has none of its own
   EXPECT_EQ(o.optimizer, base.config.optimizer);
   EXPECT_EQ(o.schedule, SchedulePolicy::make(point.prefetch, point.prefetch, 2, true).value());
   const FsdpConfig config = assemble_config(o).value();

@@ -267,6 +267,87 @@ TEST(HubConfigTest, ActivationsAreCountedWithAndWithoutRecompute) {
   EXPECT_EQ(m.units().back().activations().stored, 2 * 2 * 4096 + 4 * 128256);
 }
 
+// docs/models.md, "Worked example: a Llama 3 8B layer at s = 8192": the hand derivation.
+TEST(HubConfigTest, CheckpointFiguresOfALlama3_8bLayer) {
+  const Model& m = preset("llama-3-8b");
+  const Unit& layer = m.units()[1];
+  const UnitActivations& a = layer.activations();
+  EXPECT_EQ(a.stored, 139'392);
+  EXPECT_EQ(a.recompute, 8'192);
+  EXPECT_TRUE(a.block);
+  ASSERT_TRUE(a.selective_op.has_value());
+  // Kept: input, q_proj output (mm 1), v (mm 3), attention output + lse, gate (mm 5), down
+  // output (mm 7).
+  EXPECT_EQ(a.selective_op->kept, 8'192 + 8'192 + 2'048 + 8'192 + 128 + 28'672 + 8'192);
+  EXPECT_EQ(a.selective_op->kept, 63'616);
+  // Re-materialised: norm output, q and k after rotary, residual, norm output, up, SiLU x up.
+  EXPECT_EQ(a.selective_op->transient, 8'192 + 8'192 + 2'048 + 8'192 + 8'192 + 28'672 + 28'672);
+  EXPECT_EQ(a.selective_op->transient, 92'160);
+  // Recomputed matmuls: k_proj (mm 2), o_proj (mm 4), up_proj (mm 6); attention is saved.
+  EXPECT_EQ(a.selective_op->flops, (UnitFlops{2 * 4096 * (1024 + 4096 + 14336), 0}));
+  EXPECT_EQ(a.selective_op->flops.matmul, 159'383'552);
+  ASSERT_TRUE(a.core_attention.has_value());
+  EXPECT_EQ(a.core_attention->kept, 139'392 - 128);
+  EXPECT_EQ(a.core_attention->transient, 8'192 + 128);
+  EXPECT_EQ(a.core_attention->flops, (UnitFlops{0, 16'384}));
+  // GiB per layer at s = 8192, micro-batch 1 (docs/models.md's table).
+  const auto gib = [](std::int64_t per_token) {
+    return static_cast<double>(per_token * 8192) / static_cast<double>(1LL << 30);
+  };
+  EXPECT_NEAR(gib(a.stored), 1.0635, 5e-5);
+  EXPECT_NEAR(gib(a.recompute), 0.0625, 5e-5);
+  EXPECT_NEAR(gib(a.selective_op->kept), 0.4854, 5e-5);
+  EXPECT_NEAR(gib(a.selective_op->transient), 0.7031, 5e-5);
+  EXPECT_NEAR(gib(a.core_attention->kept), 1.0625, 5e-5);
+  // torchtitan checkpoints the blocks only: embedding and head keep everything.
+  for (const Unit* u : {&m.units().front(), &m.units().back()}) {
+    EXPECT_FALSE(u->activations().block) << u->name();
+    EXPECT_EQ(u->activations().selective_op, (CheckpointFigures{.kept = u->activations().stored}))
+        << u->name();
+    EXPECT_EQ(u->activations().core_attention, u->activations().selective_op) << u->name();
+  }
+}
+
+// Invariants of the per-tensor accounting on every preset's blocks (dense, GQA, MLA, MoE, GPT).
+TEST(HubConfigTest, CheckpointFiguresAreConsistentOnEveryPreset) {
+  for (const char* name :
+       {"llama-3-8b", "llama-3-70b", "gpt3-175b", "mixtral-8x7b", "deepseek-v3"}) {
+    const Model& m = preset(name);
+    for (const Unit& u : m.units()) {
+      const UnitActivations& a = u.activations();
+      if (!a.block) {
+        continue;
+      }
+      ASSERT_TRUE(a.selective_op.has_value() && a.core_attention.has_value()) << name;
+      // Only the attention core's lse is freed by core-attention; its output is re-materialised.
+      const std::int64_t lse = a.stored - a.core_attention->kept;
+      EXPECT_GT(lse, 0) << name << " " << u.name();
+      EXPECT_EQ(a.core_attention->flops, (UnitFlops{0, u.flops().attention_per_seq}));
+      EXPECT_GT(a.core_attention->transient, lse);
+      // selective-op saves the attention and recomputes part of the matmuls.
+      EXPECT_EQ(a.selective_op->flops.attention_per_seq, 0) << name;
+      EXPECT_GT(a.selective_op->flops.matmul, 0) << name;
+      EXPECT_LE(a.selective_op->flops.matmul, u.flops().matmul) << name;
+      EXPECT_GE(a.selective_op->kept, a.recompute) << name;
+      EXPECT_LT(a.selective_op->transient, a.stored) << name;
+      // Everything backward reads is kept or re-materialised.
+      EXPECT_GE(a.selective_op->kept + a.selective_op->transient, a.stored) << name;
+    }
+  }
+}
+
+// GPT-2's Conv1D is addmm, which torchtitan's save list does not hold: selective-op keeps only
+// the layer input and the attention, and recomputes every matmul.
+TEST(HubConfigTest, SelectiveOpRecomputesEveryAddmm) {
+  const json config = {{"model_type", "gpt2"}, {"n_embd", 768},       {"n_layer", 2},
+                       {"n_head", 12},         {"n_positions", 1024}, {"vocab_size", 50257}};
+  const Model m = import_hub_config(config.dump(), "gpt2.json").value();
+  const UnitActivations& a = m.units()[1].activations();
+  EXPECT_EQ(a.selective_op->kept, 4 * 768 + 4 * 768 + 4 * 12);  // fp32 (no torch_dtype)
+  EXPECT_EQ(a.selective_op->flops.matmul, m.units()[1].flops().matmul);
+  EXPECT_EQ(a.selective_op->kept + a.selective_op->transient, a.stored);
+}
+
 TEST(HubConfigTest, HeadDimAndTiedEmbeddingsAreHonoured) {
   const json config = {{"model_type", "mistral"},   {"hidden_size", 5120},
                        {"intermediate_size", 14336}, {"num_attention_heads", 32},

@@ -77,6 +77,45 @@ TEST(ModelJsonTest, ImportedModelsRoundTrip) {
   }
 }
 
+TEST(ModelJsonTest, ReadsTheCheckpointFiguresAndDefaultsOlderFilesToWholeUnits) {
+  json doc = tiny();
+  doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {
+      {"kept", 40}, {"transient", 30}, {"recompute_flops", {{"matmul", 64}}}};
+  doc["units"][1]["activation_bytes_per_token"]["core_attention"] = {
+      {"kept", 60}, {"transient", 6}, {"recompute_flops", {{"attention_per_seq", 32}}}};
+  doc["units"][0]["activation_bytes_per_token"]["block"] = false;
+  const Model m = parse_model_json(doc.dump(), "m.json").value();
+  const UnitActivations& a = m.units()[1].activations();
+  EXPECT_EQ(a.selective_op, (CheckpointFigures{.kept = 40, .transient = 30, .flops = {64, 0}}));
+  EXPECT_EQ(a.core_attention, (CheckpointFigures{.kept = 60, .transient = 6, .flops = {0, 32}}));
+  EXPECT_TRUE(a.block);
+  EXPECT_FALSE(m.units()[0].activations().block);
+  // A file without the figures (every file before them) leaves them unknown: the unit can
+  // only be recomputed whole (RecomputePolicy's checkpoint_of).
+  const Model old = parse_model_json(tiny().dump(), "m.json").value();
+  EXPECT_FALSE(old.units()[1].activations().selective_op.has_value());
+  EXPECT_FALSE(old.units()[1].activations().core_attention.has_value());
+  EXPECT_TRUE(old.units()[0].activations().block);
+  // Written back only where present: the old file's text has no new field.
+  EXPECT_EQ(model_to_json_text(old).find("selective_op"), std::string::npos);
+  EXPECT_EQ(model_to_json_text(old).find("\"block\":"), std::string::npos);
+  EXPECT_EQ(parse_model_json(model_to_json_text(m), "again.json").value(), m);
+}
+
+TEST(ModelJsonTest, BadCheckpointFiguresAreOneLineErrors) {
+  json doc = tiny();
+  doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {{"kept", 40}};
+  EXPECT_NE(parse_error(doc).find("transient"), std::string::npos) << parse_error(doc);
+  doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {{"kept", -1}, {"transient", 0}};
+  EXPECT_NE(parse_error(doc).find("kept"), std::string::npos) << parse_error(doc);
+  doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {
+      {"kept", 1}, {"transient", 0}, {"flops", 3}};
+  EXPECT_NE(parse_error(doc).find("flops"), std::string::npos) << parse_error(doc);
+  doc["units"][1]["activation_bytes_per_token"].erase("selective_op");
+  doc["units"][1]["activation_bytes_per_token"]["block"] = 3;
+  EXPECT_NE(parse_error(doc).find("block"), std::string::npos) << parse_error(doc);
+}
+
 TEST(ModelJsonTest, LoaderTellsTheKindsApart) {
   EXPECT_EQ(detect_model_file_kind(tiny().dump(), "m.json").value(), ModelFileKind::kModelJson);
   const std::string_view hub = find_model_preset("qwen2.5-7b")->config_json;

@@ -29,7 +29,7 @@ TEST(ConfigOptionsTest, EveryFieldReachesTheConfig) {
   o.block_size = 4;
   o.microbatches = 3;
   o.grad_scale = 0.5;
-  o.recompute = true;
+  o.recompute = RecomputePolicy::parse("selective-layer:2").value();
   o.mixed_precision = MixedPrecisionPolicy::make(DType::kBf16, std::nullopt, DType::kBf16).value();
   o.optimizer = OptimizerPolicy::make(OptimizerKind::kSgd).value();
   o.schedule =
@@ -40,7 +40,7 @@ TEST(ConfigOptionsTest, EveryFieldReachesTheConfig) {
   EXPECT_EQ(c.block_size(), 4);
   EXPECT_EQ(c.num_microbatches(), 3);
   EXPECT_EQ(c.grad_scale(), 0.5);
-  EXPECT_TRUE(c.recompute());
+  EXPECT_EQ(c.recompute(), RecomputePolicy::parse("selective-layer:2").value());
   EXPECT_EQ(c.mixed_precision(), o.mixed_precision);
   EXPECT_EQ(c.optimizer(), o.optimizer);
   EXPECT_EQ(c.schedule(), o.schedule);

@@ -20,14 +20,14 @@ TEST(FsdpConfigTest, DefaultsAreTheReferenceDefaults) {
   EXPECT_EQ(config->block_size(), 1);
   EXPECT_EQ(config->num_microbatches(), 1);
   EXPECT_EQ(config->grad_scale(), 1.0);
-  EXPECT_FALSE(config->recompute());
+  EXPECT_TRUE(config->recompute().is_none());
   EXPECT_EQ(config->mixed_precision(), MixedPrecisionPolicy());
   EXPECT_EQ(config->optimizer(), OptimizerPolicy());
   EXPECT_EQ(config->schedule(), SchedulePolicy());
   EXPECT_EQ(to_string(*config),
             "mesh=dp=8 dp_axes=[dp] parameter=[Shard(0)] gradient=[Shard(0)] "
             "optimizer=[Shard(0)] shard_layout=padded block_size=1 microbatches=1 grad_scale=1 "
-            "recompute=off main_params=fp32 main_grads=grad compute=param "
+            "recompute=none main_params=fp32 main_grads=grad compute=param "
             "optimizer=adam(state=fp32) forward=next(1) backward=next(1) "
             "max_inflight_all_gathers=unlimited streams=separate");
 }
@@ -85,7 +85,7 @@ TEST(FsdpConfigTest, StrategyErrorsPropagate) {
 
 TEST(FsdpConfigTest, CarriesThePolicies) {
   FsdpOptions options;
-  options.recompute = true;
+  options.recompute = RecomputePolicy::full();
   options.grad_scale = 8.0;
   options.mixed_precision =
       MixedPrecisionPolicy::make(DType::kFp32, DType::kFp32, std::nullopt).value();
@@ -96,13 +96,13 @@ TEST(FsdpConfigTest, CarriesThePolicies) {
   auto placements = make_strategy_placements(Strategy::kZero2, mesh_of("dp=4")).value();
   auto config = FsdpConfig::make(placements, options);
   ASSERT_TRUE(config);
-  EXPECT_TRUE(config->recompute());
+  EXPECT_TRUE(config->recompute().is_full());
   EXPECT_EQ(config->grad_scale(), 8.0);
   EXPECT_EQ(config->optimizer().num_states(), 1);
   EXPECT_TRUE(config->schedule().unify_communication_stream());
   EXPECT_EQ(config->mixed_precision().main_grads_dtype(), DType::kFp32);
   EXPECT_EQ(*config, FsdpConfig::make(placements, options).value());
-  options.recompute = false;
+  options.recompute = RecomputePolicy{};
   EXPECT_FALSE(*config == FsdpConfig::make(placements, options).value());
 }
 

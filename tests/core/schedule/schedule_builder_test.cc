@@ -207,7 +207,7 @@ TEST(ScheduleBuilderTest, NoPrefetchGathersOnDemandOnly) {
 
 TEST(ScheduleBuilderTest, RecomputeRunsTheForwardAgainBeforeBackward) {
   FsdpOptions o;
-  o.recompute = true;
+  o.recompute = RecomputePolicy::full();
   const Schedule s = build(three_group_model(), config_of(Strategy::kZero3, "dp=4", o));
   const Phase bwd = Phase::kBackward;
   EXPECT_EQ(render(s, s.programs()[0], &bwd),
@@ -222,6 +222,116 @@ TEST(ScheduleBuilderTest, RecomputeRunsTheForwardAgainBeforeBackward) {
     }
   }
   EXPECT_EQ(activation_allocs, (std::vector<std::int64_t>{16 * tokens, 48 * tokens}));
+}
+
+// An embedding (no block) and two blocks with per-mode figures: each mode keeps, re-materialises
+// and recomputes what the unit's figures say (docs/models.md, "Activation checkpointing modes").
+Model checkpointed_model() {
+  const UnitFlops flops{1000, 2};
+  const CheckpointFigures op{.kept = 40, .transient = 50, .flops = {300, 0}};
+  const CheckpointFigures core{.kept = 60, .transient = 8, .flops = {0, 2}};
+  const CheckpointFigures none{.kept = 24};
+  std::vector<Unit> units;
+  units.push_back(Unit::make("E", Unit::kNoParent, {make_param("E.w", {8, 8})}, {},
+                             {.stored = 24,
+                              .recompute = 24,
+                              .selective_op = none,
+                              .core_attention = none,
+                              .block = false})
+                      .value());
+  for (const char* name : {"L0", "L1"}) {
+    units.push_back(
+        Unit::make(name, Unit::kNoParent, {make_param(str_cat(name, ".w"), {8, 8})}, flops,
+                   {.stored = 64, .recompute = 16, .selective_op = op, .core_attention = core})
+            .value());
+  }
+  return Model::make("checkpointed", std::move(units)).value();
+}
+
+struct UnitOps {
+  std::vector<std::int64_t> activation_allocs;  // bytes, in program order
+  std::int64_t recompute_flops = -1;            // -1: no recompute op
+  std::int64_t recompute_mem_bytes = -1;
+};
+
+std::vector<UnitOps> ops_by_unit(const Schedule& s, std::size_t units) {
+  std::vector<UnitOps> out(units);
+  for (const Op& op : s.programs()[0].ops) {
+    if (op.unit < 0) {
+      continue;
+    }
+    UnitOps& u = out[static_cast<std::size_t>(op.unit)];
+    if (op.kind == OpKind::kAlloc && op.buffer_class == BufferClass::kActivations) {
+      u.activation_allocs.push_back(op.bytes);
+    }
+    if (op.kind == OpKind::kRecompute) {
+      EXPECT_EQ(u.recompute_flops, -1) << "two recomputes of unit " << op.unit;
+      u.recompute_flops = op.flops;
+      u.recompute_mem_bytes = op.mem_bytes;
+    }
+  }
+  return out;
+}
+
+TEST(ScheduleBuilderTest, EachCheckpointingModeKeepsRecomputesAndReMaterialisesItsFigures) {
+  const Model m = checkpointed_model();
+  const Workload w{};
+  const std::int64_t t = w.seq_len * w.micro_batch_size;
+  const std::int64_t weights = 64 * 2;  // an 8 x 8 bf16 weight
+  const auto run = [&](const char* mode) {
+    FsdpOptions o;
+    o.recompute = RecomputePolicy::parse(mode).value();
+    auto s = build_schedule(m, config_of(Strategy::kZero3, "dp=2", o), w);
+    EXPECT_TRUE(s.has_value()) << mode << ": " << s.error().message();
+    return ops_by_unit(*s, m.num_units());
+  };
+  const std::int64_t fwd = (1000 + 2 * w.seq_len) * t;
+  {
+    const std::vector<UnitOps> u = run("none");
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(u[i].recompute_flops, -1) << i;
+    }
+    EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{64 * t}));
+  }
+  {
+    // Today's full recomputation: every unit, the embedding included.
+    const std::vector<UnitOps> u = run("full");
+    EXPECT_EQ(u[0].recompute_flops, 0);
+    EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{16 * t, 48 * t}));
+    EXPECT_EQ(u[1].recompute_flops, fwd);
+    EXPECT_EQ(u[1].recompute_mem_bytes, weights + 48 * t);
+  }
+  {
+    const std::vector<UnitOps> u = run("selective-op");
+    EXPECT_EQ(u[0].recompute_flops, -1);  // not a block: nothing recomputed
+    EXPECT_EQ(u[0].activation_allocs, (std::vector<std::int64_t>{24 * t}));
+    for (std::size_t i : {1, 2}) {
+      EXPECT_EQ(u[i].activation_allocs, (std::vector<std::int64_t>{40 * t, 50 * t})) << i;
+      EXPECT_EQ(u[i].recompute_flops, 300 * t) << i;
+      EXPECT_EQ(u[i].recompute_mem_bytes, weights + 50 * t) << i;
+    }
+  }
+  {
+    const std::vector<UnitOps> u = run("core-attention");
+    EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{60 * t, 8 * t}));
+    EXPECT_EQ(u[1].recompute_flops, 2 * w.seq_len * t);
+    EXPECT_EQ(u[1].recompute_mem_bytes, 8 * t);  // the attention core reads no weights
+  }
+  {
+    // torchtitan's ac_freq: the second block (L1) of every two is checkpointed whole.
+    const std::vector<UnitOps> u = run("selective-layer:2");
+    EXPECT_EQ(u[0].recompute_flops, -1);
+    EXPECT_EQ(u[1].recompute_flops, -1);
+    EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{64 * t}));
+    EXPECT_EQ(u[2].recompute_flops, fwd);
+    EXPECT_EQ(u[2].activation_allocs, (std::vector<std::int64_t>{16 * t, 48 * t}));
+  }
+  {
+    const std::vector<UnitOps> u = run("selective-layer:1");
+    EXPECT_EQ(u[0].recompute_flops, -1);
+    EXPECT_EQ(u[1].recompute_flops, fwd);
+    EXPECT_EQ(u[2].recompute_flops, fwd);
+  }
 }
 
 // --- rank equivalence classes
@@ -706,7 +816,7 @@ namespace {
 TEST(ScheduleBuilderTest, ComputeOpsCarryTheUnitsComputeDtype) {
   for (const DType compute : {DType::kFp32, DType::kBf16}) {
     FsdpOptions o;
-    o.recompute = true;
+    o.recompute = RecomputePolicy::full();
     o.mixed_precision = MixedPrecisionPolicy::make(DType::kFp32, std::nullopt, compute).value();
     const Schedule s = build(testing::three_group_model(), testing::config_of(Strategy::kZero3, "dp=2", o));
     int seen = 0;

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/policy/recompute_policy.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace fsdp {
+namespace {
+
+TEST(RecomputePolicyTest, ParsesEveryModeAndPrintsWhatItParses) {
+  for (const char* text : {"none", "full", "selective-op", "selective-layer:1", "selective-layer:2",
+                           "selective-layer:17", "core-attention"}) {
+    const auto policy = RecomputePolicy::parse(text);
+    ASSERT_TRUE(policy.has_value()) << text << ": " << policy.error().message();
+    EXPECT_EQ(to_string(*policy), text);
+  }
+  EXPECT_EQ(RecomputePolicy::parse("none")->mode(), RecomputeMode::kNone);
+  EXPECT_EQ(RecomputePolicy(), *RecomputePolicy::parse("none"));
+  EXPECT_EQ(RecomputePolicy::full(), *RecomputePolicy::parse("full"));
+  EXPECT_TRUE(RecomputePolicy::full().is_full());
+  EXPECT_TRUE(RecomputePolicy().is_none());
+  const RecomputePolicy layer = RecomputePolicy::parse("selective-layer:3").value();
+  EXPECT_EQ(layer.mode(), RecomputeMode::kSelectiveLayer);
+  EXPECT_EQ(layer.layer_frequency(), 3);
+  EXPECT_FALSE(layer.is_full());
+  EXPECT_EQ(RecomputePolicy::parse("core-attention")->mode(), RecomputeMode::kCoreAttention);
+  EXPECT_EQ(RecomputePolicy::parse("selective-op")->mode(), RecomputeMode::kSelectiveOp);
+}
+
+TEST(RecomputePolicyTest, BadTextIsOneLineNamingTheOptionAndTheChoices) {
+  for (const char* text :
+       {"", "x", "on", "Full", "selective", "selective-op:2", "core_attention"}) {
+    const auto policy = RecomputePolicy::parse(text);
+    ASSERT_FALSE(policy.has_value()) << text;
+    EXPECT_EQ(policy.error().message(),
+              std::string("--recompute is '") + text +
+                  "'; expected none, full, selective-op, selective-layer:K or core-attention");
+  }
+  for (const char* text : {"selective-layer:", "selective-layer:0", "selective-layer:-1",
+                           "selective-layer:2x", "selective-layer:99999999999999999999"}) {
+    const auto policy = RecomputePolicy::parse(text);
+    ASSERT_FALSE(policy.has_value()) << text;
+    EXPECT_EQ(policy.error().message(), std::string("--recompute is '") + text +
+                                            "'; expected selective-layer:K with an integer K >= 1");
+  }
+  EXPECT_EQ(RecomputePolicy::make(RecomputeMode::kSelectiveLayer, 0).error().message(),
+            "--recompute selective-layer:K needs K >= 1, got 0");
+  EXPECT_FALSE(RecomputePolicy::make(RecomputeMode::kFull, 2).has_value());
+}
+
+Unit unit_with(UnitActivations activations) {
+  return Unit::make("u", Unit::kNoParent, {}, UnitFlops{100, 3}, activations).value();
+}
+
+TEST(RecomputePolicyTest, CheckpointOfAUnitPerMode) {
+  const CheckpointFigures op{.kept = 40, .transient = 50, .flops = {30, 0}};
+  const CheckpointFigures core{.kept = 95, .transient = 7, .flops = {0, 3}};
+  const Unit unit =
+      unit_with({.stored = 100, .recompute = 10, .selective_op = op, .core_attention = core});
+  EXPECT_EQ(checkpoint_of(RecomputePolicy(), unit, 0), (UnitCheckpoint{.kept = 100}));
+  const UnitCheckpoint full{.recomputed = true, .kept = 10, .transient = 90, .flops = {100, 3}};
+  EXPECT_EQ(checkpoint_of(RecomputePolicy::full(), unit, 0), full);
+  EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("selective-op"), unit, 0),
+            (UnitCheckpoint{.recomputed = true, .kept = 40, .transient = 50, .flops = {30, 0}}));
+  EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("core-attention"), unit, 0),
+            (UnitCheckpoint{.recomputed = true, .kept = 95, .transient = 7, .flops = {0, 3}}));
+  // torchtitan counts blocks from 1: with K = 2 the second, fourth, ... block is checkpointed.
+  const RecomputePolicy every2 = RecomputePolicy::parse("selective-layer:2").value();
+  EXPECT_EQ(checkpoint_of(every2, unit, 0), (UnitCheckpoint{.kept = 100}));
+  EXPECT_EQ(checkpoint_of(every2, unit, 1), full);
+  EXPECT_EQ(checkpoint_of(every2, unit, 2), (UnitCheckpoint{.kept = 100}));
+  EXPECT_EQ(checkpoint_of(every2, unit, 3), full);
+  EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("selective-layer:1"), unit, 0), full);
+  EXPECT_EQ(checkpoint_of(every2, unit, -1), (UnitCheckpoint{.kept = 100}));
+}
+
+TEST(RecomputePolicyTest, AUnitWithoutSelectiveFiguresIsRecomputedWhole) {
+  const Unit unit = unit_with({.stored = 100, .recompute = 10});
+  const UnitCheckpoint full = checkpoint_of(RecomputePolicy::full(), unit, 0);
+  EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("selective-op"), unit, 0), full);
+  EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("core-attention"), unit, 0), full);
+}
+
+TEST(RecomputePolicyTest, ANonBlockUnitIsNeverCheckpointedBySelectiveLayer) {
+  const CheckpointFigures none{.kept = 100};
+  const Unit head = unit_with({.stored = 100,
+                               .recompute = 10,
+                               .selective_op = none,
+                               .core_attention = none,
+                               .block = false});
+  for (const char* mode : {"selective-layer:1", "selective-op", "core-attention"}) {
+    const UnitCheckpoint c = checkpoint_of(*RecomputePolicy::parse(mode), head, -1);
+    EXPECT_FALSE(c.recomputed) << mode;
+    EXPECT_EQ(c.kept, 100) << mode;
+  }
+  // Full recomputation recomputes every unit, as it always did.
+  EXPECT_TRUE(checkpoint_of(RecomputePolicy::full(), head, -1).recomputed);
+}
+
+TEST(RecomputePolicyTest, NegativeFiguresAreRefusedByTheUnit) {
+  const auto unit =
+      Unit::make("u", Unit::kNoParent, {}, UnitFlops{},
+                 UnitActivations{.stored = 1, .selective_op = CheckpointFigures{.kept = -1}});
+  ASSERT_FALSE(unit.has_value());
+  EXPECT_EQ(
+      unit.error().message(),
+      "unit 'u': activation bytes selective_op kept: expected a non-negative integer, got -1");
+}
+
+}  // namespace
+}  // namespace fsdp
