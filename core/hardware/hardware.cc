@@ -142,8 +142,9 @@ std::string to_string(const Hardware& hw) {
   }
   if (const ComputeProfile* p = hw.compute_profile()) {
     os << "per-op compute:       " << p->sm_count << " SMs, GEMM tile " << p->gemm_tile_m << "x"
-       << p->gemm_tile_n << ", large GEMMs at " << decimal(p->gemm_permille / 10.0, 1)
-       << "% of peak, elementwise at " << decimal(p->elementwise_permille / 10.0, 1) << "% of HBM\n"
+       << p->gemm_tile_n << ", large GEMMs at "
+       << decimal(static_cast<double>(p->gemm_permille) / 10.0, 1) << "% of peak, elementwise at "
+       << decimal(static_cast<double>(p->elementwise_permille) / 10.0, 1) << "% of HBM\n"
        << "  peak fp8 (dense):   "
        << (p->peak_fp8_flops > 0
                ? decimal(static_cast<double>(p->peak_fp8_flops) / 1e12, 3) + " TFLOP/s"
