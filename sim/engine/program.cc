@@ -33,6 +33,8 @@ constexpr double kStepBoundLimitPs = 4611686018427387904.0;  // 2^62
 
 }  // namespace
 
+namespace {
+
 // The per-op compute model prices a unit's forward, backward and recompute in bf16 or fp8 math
 // when the schedule knows the unit's kernels and the hardware has a compute profile (and no
 // measured rate for the kind, and the FLOP model was not asked for); every other op costs from
@@ -51,6 +53,8 @@ Expected<SimDuration> op_compute_cost(const Op& op, const Schedule& schedule,
   }
   return compute_cost(op, hardware, options);
 }
+
+}  // namespace
 
 Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware& hardware,
                                         const SimOptions& options, const SimClasses& classes) {
