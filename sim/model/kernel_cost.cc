@@ -141,6 +141,27 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
   return t;
 }
 
+namespace {
+
+// One unit op's kernel times: a recompute costs the forward's times scaled by its share of the
+// forward's FLOPs.
+Expected<KernelTimes> op_kernel_times(const Op& op, const UnitWork& work, const Workload& workload,
+                                      const Hardware& hardware, const ComputeProfile& profile) {
+  const OpKind kind = op.kind == OpKind::kRecompute ? OpKind::kForward : op.kind;
+  FSDP_TRY(KernelTimes t, unit_kernel_times(kind, work, workload, op.dtype, hardware, profile));
+  if (op.kind == OpKind::kRecompute) {
+    const double full = work_forward_flops(work, workload);
+    const double scale = full > 0.0 ? std::max(0.0, static_cast<double>(op.flops) / full) : 1.0;
+    t.gemm *= scale;
+    t.attention *= scale;
+    t.elementwise *= scale;
+    t.casts *= scale;
+  }
+  return t;
+}
+
+}  // namespace
+
 Expected<KernelTimes> program_kernel_times(const Schedule& schedule, std::size_t program,
                                            const Hardware& hardware) {
   KernelTimes sum;
@@ -155,18 +176,12 @@ Expected<KernelTimes> program_kernel_times(const Schedule& schedule, std::size_t
     if (work == nullptr || op.dtype == DType::kFp32) {
       continue;
     }
-    const OpKind kind = op.kind == OpKind::kRecompute ? OpKind::kForward : op.kind;
     FSDP_TRY(const KernelTimes t,
-             unit_kernel_times(kind, *work, schedule.workload(), op.dtype, hardware, *profile));
-    double scale = 1.0;
-    if (op.kind == OpKind::kRecompute) {
-      const double full = work_forward_flops(*work, schedule.workload());
-      scale = full > 0.0 ? std::max(0.0, static_cast<double>(op.flops) / full) : 1.0;
-    }
-    sum.gemm += scale * t.gemm;
-    sum.attention += scale * t.attention;
-    sum.elementwise += scale * t.elementwise;
-    sum.casts += scale * t.casts;
+             op_kernel_times(op, *work, schedule.workload(), hardware, *profile));
+    sum.gemm += t.gemm;
+    sum.attention += t.attention;
+    sum.elementwise += t.elementwise;
+    sum.casts += t.casts;
   }
   return sum;
 }
@@ -174,17 +189,8 @@ Expected<KernelTimes> program_kernel_times(const Schedule& schedule, std::size_t
 Expected<SimDuration> unit_compute_cost(const Op& op, const UnitWork& work,
                                         const Workload& workload, const Hardware& hardware,
                                         const ComputeProfile& profile) {
-  const OpKind kind = op.kind == OpKind::kRecompute ? OpKind::kForward : op.kind;
-  FSDP_TRY(const KernelTimes t,
-           unit_kernel_times(kind, work, workload, op.dtype, hardware, profile));
-  double seconds = t.total();
-  if (op.kind == OpKind::kRecompute) {
-    const double full = work_forward_flops(work, workload);
-    if (full > 0.0) {
-      seconds *= std::max(0.0, static_cast<double>(op.flops) / full);
-    }
-  }
-  return duration_from_seconds(seconds);
+  FSDP_TRY(const KernelTimes t, op_kernel_times(op, work, workload, hardware, profile));
+  return duration_from_seconds(t.total());
 }
 
 }  // namespace fsdp::sim
