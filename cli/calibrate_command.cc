@@ -16,6 +16,7 @@
 #include "backends/cpu/calibration.h"
 #include "backends/cpu/mpi_comm.h"
 #include "cli/command.h"
+#include "cli/launcher_verdict.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "cli/trace_reader.h"
@@ -271,36 +272,45 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
       ("iters", po::value(&a.iters)->default_value(a.iters),
        "timed calls per collective and message size");
   add_train_options(desc, &train);
+  // Under mpirun every rank reaches the same verdict on the command line: rank 0 prints it, once
+  // (cli/launcher_verdict.h).
+  VerdictIo verdict(io);
+  Io& say = verdict.io();
+  const auto refused = [](int code) {
+    return refuse_together(code, "the check of calibrate's command line", 60.0);
+  };
   po::variables_map vm;
-  if (auto done = parse_command_line("calibrate", kUsage, kDescription, desc, args, vm, io)) {
-    return *done;
+  if (auto done = parse_command_line("calibrate", kUsage, kDescription, desc, args, vm, say)) {
+    return refused(*done);
   }
   if (a.backend != "cpu") {
-    return report_usage_error(
-        io, "calibrate", str_cat("--backend is '", a.backend, "'; expected cpu (only the CPU "
-                                                              "backend can be measured)"));
+    return refused(report_usage_error(
+        say, "calibrate", str_cat("--backend is '", a.backend, "'; expected cpu (only the CPU "
+                                                              "backend can be measured)")));
   }
   if (a.out.empty() == a.predict.empty()) {
-    return report_usage_error(io, "calibrate", "expected exactly one of --out and --predict");
+    return refused(
+        report_usage_error(say, "calibrate", "expected exactly one of --out and --predict"));
   }
   if (a.fit.empty() != a.base.empty()) {
-    return report_usage_error(io, "calibrate", "--fit and --base go together");
+    return refused(report_usage_error(say, "calibrate", "--fit and --base go together"));
   }
   if (!a.fit.empty() && !a.predict.empty()) {
-    return report_usage_error(io, "calibrate", "--fit writes --out; it does not go with --predict");
+    return refused(report_usage_error(say, "calibrate",
+                                      "--fit writes --out; it does not go with --predict"));
   }
   std::vector<FileArgument> inputs = {{"--predict", a.predict}, {"--base", a.base}};
   for (const std::string& t : a.fit) {
     inputs.push_back({"--fit", t});
   }
-  if (auto refused =
-          refuse_outputs_over_inputs(io, "calibrate", {{"--out", a.out}, {"--trace", a.trace}},
+  if (auto out_refused =
+          refuse_outputs_over_inputs(say, "calibrate", {{"--out", a.out}, {"--trace", a.trace}},
                                      inputs)) {
-    return *refused;
+    return refused(*out_refused);
   }
   auto spec = make_train_spec(train);
   if (!spec) {
-    return report_error(io, spec.error());
+    return refused(report_error(say, spec.error()));
   }
   if (!a.predict.empty()) {
     auto hardware = load_hardware_argument(a.predict);

@@ -6,13 +6,13 @@
 #include <cstdlib>
 #include <limits>
 #include <ostream>
-#include <streambuf>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/cpu/comm_bench.h"
 #include "cli/command.h"
+#include "cli/launcher_verdict.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
 
@@ -67,25 +67,6 @@ Expected<std::vector<std::int64_t>> parse_sizes(const std::string& text) {
   return out;
 }
 
-// Discards what is written to it (the stream of the ranks that stay quiet).
-class NullBuffer : public std::streambuf {
- protected:
-  int_type overflow(int_type ch) override { return traits_type::not_eof(ch); }
-};
-
-// This process's rank as the MPI launcher set it (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK),
-// 0 without one or when it cannot be read.
-long long launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    if (const char* text = std::getenv(var); text != nullptr) {
-      char* end = nullptr;
-      const long long rank = std::strtoll(text, &end, 10);
-      return end != text && *end == '\0' ? rank : 0;
-    }
-  }
-  return 0;
-}
-
 }  // namespace
 
 int run_commbench_command(std::span<const std::string> args, Io& io) {
@@ -101,22 +82,12 @@ int run_commbench_command(std::span<const std::string> args, Io& io) {
        "blocks per side, alternating backend and plain; the median block counts")
       ("timeout", po::value(&options.timeout_s)->default_value(options.timeout_s),
        "seconds a collective may take");
-  // Every rank parses the same command line, so every rank reaches the same verdict on it: only
-  // rank 0 (by the launcher's environment) prints it, one line rather than one per rank. The
-  // ranks then meet (a barrier with a deadline) before any of them exits, so mpirun, which ends
-  // the job when the first rank fails, cannot kill rank 0 before it has printed.
-  NullBuffer null_buffer;
-  std::ostream null_stream(&null_buffer);
-  Io quiet{null_stream, null_stream, false, false};
-  const bool root = launcher_rank() == 0;
-  Io& say = root ? io : quiet;
-  const auto refused = [&](int code) {
-    if (cpu::launched_by_mpi()) {
-      if (auto session = cpu::MpiSession::get(); session) {
-        (void)(*session)->arrive("the check of commbench's command line", 60.0);
-      }
-    }
-    return code;
+  // Every rank reaches the same verdict on the command line: rank 0 prints it, once
+  // (cli/launcher_verdict.h).
+  VerdictIo verdict(io);
+  Io& say = verdict.io();
+  const auto refused = [](int code) {
+    return refuse_together(code, "the check of commbench's command line", 60.0);
   };
   po::variables_map vm;
   if (auto done = parse_command_line("commbench", kUsage, kDescription, desc, args, vm, say)) {

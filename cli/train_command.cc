@@ -26,6 +26,7 @@
 #include "backends/store/rendezvous.h"
 #include "cli/backend_registry.h"
 #include "cli/command.h"
+#include "cli/launcher_verdict.h"
 #include "cli/store_launch.h"
 #include "cli/subcommands.h"
 #include "cli/train_options.h"
@@ -201,7 +202,11 @@ int run_mpi(const TrainBackend& backend, const exec::TrainSpec& spec, bool check
   }
   auto setup = exec::prepare_training(spec);
   if (!setup) {
-    return report_error(io, setup.error());
+    // The same verdict on every rank (the spec is the same): printed once.
+    VerdictIo verdict(io);
+    const int code = report_error(verdict.io(), setup.error());
+    (void)(*session)->arrive("the check of the training setup", spec.timeout_s);
+    return code;
   }
   auto env = backend.mpi_rank_env(**session, setup->config.mesh(), spec.timeout_s);
   if (!env) {
@@ -333,42 +338,49 @@ int run_train_command(std::span<const std::string> args, Io& io) {
       ("inject-stall-rank", po::value(&a.stall_rank)->default_value(-1),
        "testing: under mpirun this rank never joins the first collective");
   // clang-format on
+  // Every rank under mpirun parses the same command line and validates the same options, so
+  // every rank reaches the same verdict: rank 0 prints it, once (cli/launcher_verdict.h).
+  VerdictIo verdict(io);
+  Io& say = verdict.io();
+  const auto refused = [](int code) {
+    return refuse_together(code, "the check of train's command line", 60.0);
+  };
   po::variables_map vm;
-  if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, io)) {
-    return *done;
+  if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, say)) {
+    return refused(*done);
   }
   // The options as typed values (errors name the option), then rank, world size and store
   // (flags or FSDP_* variables), then the backend: all before any GPU probe or store.
   if (train.spec.checkpoint.save_every != 0 && train.spec.checkpoint.save_dir.empty()) {
-    return report_usage_error(io, "train", "--save-every needs --save DIR");
+    return refused(report_usage_error(say, "train", "--save-every needs --save DIR"));
   }
   if (train.spec.checkpoint.save_every < 0) {
-    return report_usage_error(
-        io, "train",
-        str_cat("--save-every is ", train.spec.checkpoint.save_every, "; expected >= 0"));
+    return refused(report_usage_error(
+        say, "train",
+        str_cat("--save-every is ", train.spec.checkpoint.save_every, "; expected >= 0")));
   }
   auto full = make_train_spec(train);
   if (!full) {
-    return report_error(io, full.error());
+    return refused(report_error(say, full.error()));
   }
   auto launch =
       resolve_store_launch(store_args, a.backend, full->mesh.size(), cpu::launched_by_mpi());
   if (!launch) {
-    return report_usage_error(io, "train", launch.error().message());
+    return refused(report_usage_error(say, "train", launch.error().message()));
   }
   auto backend = make_train_backend(a.backend);
   if (!backend) {
-    return backend.error().code() == ErrorCode::kInvalidArgument
-               ? report_usage_error(io, "train", backend.error().message())
-               : report_error(io, backend.error());
+    return refused(backend.error().code() == ErrorCode::kInvalidArgument
+                       ? report_usage_error(say, "train", backend.error().message())
+                       : report_error(say, backend.error()));
   }
   if (Status s = (*backend)->check_usable(); !s.ok()) {
-    return report_error(io, s.error());
+    return refused(report_error(say, s.error()));
   }
   const bool one_rank_here = *launch || cpu::launched_by_mpi();
   if (Status s = check_train_memory(*full, one_rank_here ? 1 : full->mesh.size(), a.check);
       !s.ok()) {
-    return report_error(io, s.error());
+    return refused(report_error(say, s.error()));
   }
   if (*launch) {
     return run_store(**backend, **launch, *full, a.check, a.trace, io);

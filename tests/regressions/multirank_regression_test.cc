@@ -201,6 +201,27 @@ TEST(MultirankRegression, CommbenchBadCommandLineIsPrintedOnceNotByEveryRank) {
   }
 }
 
+TEST(MultirankRegression, TrainAndCalibrateBadOptionsArePrintedOnceNotByEveryRank) {
+  // Every rank printed the same validation error of train (and calibrate): one line per rank.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  for (const std::vector<std::string>& args :
+       {train_args({"--mesh", "dp=3", "--steps", "-1"}),
+        train_args({"--mesh", "dp=3", "--save-every", "2"}),
+        train_args({"--mesh", "dp=3", "--bogus"}),
+        train_args({"--mesh", "dp=3", "--heads", "3"}),
+        std::vector<std::string>{"calibrate", "--out", "a.json", "--predict", "b.json"},
+        std::vector<std::string>{"calibrate", "--backend", "cuda", "--out", "a.json"}}) {
+    SCOPED_TRACE(args[args.size() - 1] + " " + args[1] + " " + args[2] + " " + args[3]);
+    const ProcessResult r = run_mpi(3, {}, args);
+    EXPECT_FALSE(r.timed_out) << r.err;
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;  // mpirun adds its own banner
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST(MultirankRegression, CalibrateHonoursTheTimeout) {
   // calibrate's measurement rounds met at bare MPI_Barrier/MPI_Allreduce: no --timeout.
   if (find_mpirun().empty()) {
