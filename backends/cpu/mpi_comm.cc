@@ -92,7 +92,9 @@ std::unique_ptr<CollectiveStall> test_collective_stall(std::int64_t my_rank, dou
 // has begun on that slot (one small message each; their watchdogs answer within a poll). A
 // member that has begun fewer than this rank, or does not answer within a second, did not
 // arrive. Every member that did arrive times out too; the lowest of them prints the one line and
-// aborts the job, the others wait until it has had time to (and print only if it did not).
+// aborts the job, the others wait until it has had time to (and print only if it did not). A
+// rank missing from groups of several axes has a speaker in each: they claim the missing rank's
+// watchdog (when it answers) and only the first claim prints.
 class Watchdog {
  public:
   static constexpr std::size_t kSlots = 64;
@@ -133,6 +135,10 @@ class Watchdog {
  private:
   static constexpr int kQueryTag = 1;
   static constexpr int kReplyTag = 2;
+  // A speaker's claim to print the one line for a missing rank, sent to that rank's watchdog,
+  // and its answer (1: granted, the first claim it received; 0: another speaker has it).
+  static constexpr int kClaimTag = 3;
+  static constexpr int kGrantTag = 4;
   // A reply: {slot, collectives begun on it, ns inside the current one or -1 when idle, another
   // slot the rank is inside a collective of or -1}.
   using Reply = std::array<std::int64_t, 4>;
@@ -158,8 +164,23 @@ class Watchdog {
     }
   }
 
-  // Answers every pending question of another rank's watchdog about one of our slots.
+  // Answers every pending question of another rank's watchdog about one of our slots, and
+  // every claim to speak for this rank (the first claim is granted, later ones are not).
   void answer_queries() {
+    for (;;) {
+      int claim = 0;
+      MPI_Status claim_status;
+      MPI_Iprobe(MPI_ANY_SOURCE, kClaimTag, probe_, &claim, &claim_status);
+      if (claim == 0) {
+        break;
+      }
+      std::int64_t ignored = 0;
+      MPI_Recv(&ignored, 1, MPI_INT64_T, claim_status.MPI_SOURCE, kClaimTag, probe_,
+               MPI_STATUS_IGNORE);
+      const std::int64_t grant = granted_ ? 0 : 1;
+      granted_ = true;
+      MPI_Send(&grant, 1, MPI_INT64_T, claim_status.MPI_SOURCE, kGrantTag, probe_);
+    }
     for (;;) {
       int flag = 0;
       MPI_Status status;
@@ -193,6 +214,32 @@ class Watchdog {
       answer_queries();
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+  }
+
+  // A rank missing from several groups (an HSDP rank is in one per axis) is named by each
+  // group's speaker. The missing rank's watchdog, when it answers, is the arbiter: the first
+  // speaker to claim it prints. True when `absent`'s watchdog granted an earlier claim; false
+  // when this claim is granted, when there is no such rank (-1) or when it does not answer
+  // within a second (then the staggered waits above are all that orders the speakers).
+  bool claim_denied(int absent) {
+    if (absent < 0) {
+      return false;
+    }
+    const std::int64_t claim = 1;
+    MPI_Send(&claim, 1, MPI_INT64_T, absent, kClaimTag, probe_);
+    const std::int64_t answer_by = steady_ns() + 1'000'000'000;
+    while (steady_ns() < answer_by) {
+      answer_queries();
+      int flag = 0;
+      MPI_Iprobe(absent, kGrantTag, probe_, &flag, MPI_STATUS_IGNORE);
+      if (flag != 0) {
+        std::int64_t grant = 0;
+        MPI_Recv(&grant, 1, MPI_INT64_T, absent, kGrantTag, probe_, MPI_STATUS_IGNORE);
+        return grant == 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
   }
 
   [[noreturn]] void report_and_abort(std::size_t slot) {
@@ -238,6 +285,7 @@ class Watchdog {
     std::int64_t busy_count = 0;
     int speaker = world_rank_;
     std::int64_t speaker_inside_ns = timeout_ns_;
+    int first_alive_absent = -1;  // the lowest missing rank whose watchdog answered
     for (std::size_t i = 0; i < members.size(); ++i) {
       const int m = members[i];
       const bool arrived = m == world_rank_ || begun[i] >= mine;
@@ -249,6 +297,9 @@ class Watchdog {
         continue;
       }
       absent += str_cat(absent_count++ == 0 ? "" : ", ", m);
+      if (begun[i] >= 0 && (first_alive_absent < 0 || m < first_alive_absent)) {
+        first_alive_absent = m;
+      }
       if (begun[i] < 0) {
         silent += str_cat(silent.empty() ? "" : ", ", m);
       } else if (busy_slot[i] >= 0 && busy_slot[i] < static_cast<std::int64_t>(kSlots)) {
@@ -277,6 +328,11 @@ class Watchdog {
     if (wait_ns > 0) {
       serve_for(wait_ns);
     }
+    if (claim_denied(first_alive_absent)) {
+      // Another group's speaker names the same missing rank, and prints the one line: wait for
+      // the abort it starts (and speak only if it never comes).
+      serve_for(2 * timeout_ns_ + 5'000'000'000);
+    }
     const std::string who =
         absent_count == 0
             ? std::string("every rank of the group arrived")
@@ -304,6 +360,7 @@ class Watchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool granted_ = false;  // a claim to speak for this rank was granted (watchdog thread only)
   std::thread thread_;
 };
 

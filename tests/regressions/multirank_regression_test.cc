@@ -166,6 +166,26 @@ TEST(MultirankRegression, StalledRankOfTwoGroupsIsNamedOnce) {
       << r.err;
 }
 
+TEST(MultirankRegression, StalledRankZeroOfTwoGroupsIsNamedOnceByTheFirstClaim) {
+  // Rank 0 stalls on an HSDP 2x2 mesh: its 'inner' group's speaker is rank 1 and its 'outer'
+  // group's rank 2, a quarter of a second apart in their waits. In some timings both printed
+  // (the abort of the first had not reached the second); now both claim rank 0's watchdog and only
+  // the first claim prints.
+  if (find_mpirun().empty()) {
+    GTEST_SKIP() << "no mpirun";
+  }
+  const ProcessResult r =
+      run_mpi(4, {{"FSDP_TEST_STALL_COLLECTIVE", "0:7"}},
+              train_args({"--mesh", "outer=2,inner=2", "--strategy", "hsdp", "--microbatches",
+                          "2"}));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count("\n" + r.err, "\nfsdpsim"), 1U) << r.err;
+  EXPECT_NE(r.err.find("did not complete within 3 s: rank 0 did not arrive; aborting every rank"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(MultirankRegression, CommbenchPlainMpiHalfHonoursTheTimeout) {
   // The plain MPI half of commbench ignored --timeout (bare MPI_Barrier between blocks).
   if (find_mpirun().empty()) {
