@@ -183,7 +183,8 @@ TEST(ResourcesRegression, HundredThousandFlatUnitsAtFullSize) {
   // The defect's own size (10^5 flat units; the case above runs a fifth of it). Long: it runs only
   // as the ctest entry long_hundred_thousand_flat_units (label long, FSDP_LONG_TESTS=1):
   // `ctest --preset dev -L long`. Memory grows linearly from the 20,000-unit case's figures, so
-  // it gets 16 GB.
+  // it gets 16 GB. Measured in the ASan debug build (2 shared cores): 359 s for both commands,
+  // 4.8 GB resident at most (/usr/bin/time -f %M); the 20,000-unit case: 43 s, 1.6 GB.
   if (std::getenv("FSDP_LONG_TESTS") == nullptr) {
     GTEST_SKIP() << "long case: ctest -L long runs it";
   }
