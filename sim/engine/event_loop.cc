@@ -404,7 +404,7 @@ void Simulator::start_collective(std::int32_t type, std::int32_t stream) {
   const auto& members = classes_.types[static_cast<std::size_t>(type)];
   SimDuration transfer;
   SimDuration latency;
-  std::uint8_t link = 0;
+  std::int32_t link = 0;
   for (std::int32_t m : members) {
     const std::uint32_t gm = static_cast<std::uint32_t>(m) * kNumStreams +
                              static_cast<std::uint32_t>(stream);

@@ -71,17 +71,20 @@ std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardwar
                                     static_cast<double>(link.ranks_per_node) /
                                     static_cast<double>(per_node));
     link.nvls_permille = hardware.nvls_permille();
+    // A flow occupies one link class: the NICs when its groups cross nodes, NVLink otherwise.
+    // An inter-node ring also hops over NVLink between a node's members, but NVLink binds it only
+    // when its NIC share exceeds NVLink's, i.e. when a group holds most of a node (on the 8-GPU
+    // presets only k = devices_per_node), and then no other axis has two members on that node to
+    // contend with it there (docs/design/simulator.md, "Link contention").
+    link.flow_links = inter ? kNetworkLink : kNvlinkLink;
     if (link.model == CollectiveModel::kAlphaBeta) {
       link.bytes_per_s =
           inter ? hardware.inter_node_bytes_per_s() : hardware.intra_node_bytes_per_s();
-      link.flow_links = inter ? kNetworkLink : kNvlinkLink;
     } else {
       const bool nvlink = link.ranks_per_node > 1 || !inter;
       link.bytes_per_s = inter ? (nvlink ? std::min(link.nvlink_bytes_per_s, link.nic_bytes_per_s)
                                          : link.nic_bytes_per_s)
                                : link.nvlink_bytes_per_s;
-      link.flow_links = static_cast<std::uint8_t>((nvlink ? kNvlinkLink : 0) |
-                                                  (inter ? kNetworkLink : 0));
     }
     if (const Calibration* c = hardware.calibration(); c != nullptr && n > 1) {
       for (const CollectiveCurve& curve : c->collectives) {

@@ -56,7 +56,7 @@ struct CostOptions {
   friend bool operator==(const CostOptions&, const CostOptions&) = default;
 };
 
-// The link classes a collective's flows occupy (LinkSharing shares each per device).
+// The link classes a collective's flow can occupy (LinkSharing shares each per device).
 inline constexpr std::uint8_t kNvlinkLink = 1;   // the device's NVLink ports
 inline constexpr std::uint8_t kNetworkLink = 2;  // the node's NICs
 
@@ -79,7 +79,9 @@ struct AxisLink {
   // devices_per_node / k groups of the axis cross each node's NICs at once.
   std::int64_t nic_bytes_per_s = 0;
   std::int64_t nvls_permille = 0;    // NVLink SHARP efficiency; 0: none
-  std::uint8_t flow_links = kNvlinkLink;  // kNvlinkLink | kNetworkLink: what its flows occupy
+  // The link class its flows occupy under contention: kNetworkLink when a group spans nodes (the
+  // NICs, which every axis crossing nodes shares), kNvlinkLink otherwise.
+  std::uint8_t flow_links = kNvlinkLink;
   friend bool operator==(const AxisLink&, const AxisLink&) = default;
 };
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Internal to sim/engine. LinkSharing: the flow model of link contention
-// (docs/design/simulator.md, "Link contention"). A collective in flight is a Flow over the links of
-// its axis (NVLink ports, the node's NICs, or both: AxisLink::flow_links) on every member class's
-// device. Its transfer term progresses at 1/share of the full rate, where share is the largest
-// count of transferring flows on any of its links of any member class; its latency term follows,
-// unshared. When a flow starts or ends its transfer, the shares of the transferring flows that
-// use one of its links are recomputed and each changed flow's completion is rescheduled (progress in integer ps, rounded down: a flow never ends
+// (docs/design/simulator.md, "Link contention"). A collective in flight is a Flow over the link of
+// its axis (NVLink or the network) on every member class's device. Its transfer term progresses at
+// 1/share of the full rate, where share is the largest count of transferring flows on that link of
+// any member class; its latency term follows, unshared. When a flow starts or ends its transfer,
+// the shares of the transferring flows on the same link kind are recomputed and each changed
+// flow's completion is rescheduled (progress in integer ps, rounded down: a flow never ends
 // early); the event of the old share goes stale by its generation. Without contention every flow
 // has the whole link. Inline: the event loop calls it once or twice per collective event.
 #pragma once
@@ -22,12 +22,12 @@ namespace fsdp::sim::internal {
 
 // One collective in flight: every class of group type `type` runs it on stream `stream`. Its
 // transfer (the bandwidth term, `remaining` ps at the full link rate) progresses at 1/share of
-// the rate, where share is the largest count of transferring flows on any of its `links` of any
-// member class; then its latency term passes unshared.
+// the rate, where share is the largest count of transferring flows on `link` of any member
+// class; then its latency term passes unshared.
 struct Flow {
   std::int32_t type = 0;
   std::int32_t stream = 0;
-  std::uint8_t links = 0;  // bit 0 NVLink, bit 1 the network (kNvlinkLink, kNetworkLink)
+  std::int32_t link = 0;  // 0 intra-node, 1 inter-node
   std::int64_t remaining = 0;
   std::int64_t share = 0;  // 0: not transferring
   SimTime last;
@@ -53,11 +53,10 @@ class LinkSharing {
   // Events of flow `id` of an older generation are stale.
   std::uint32_t generation(std::uint32_t id) const { return flows_[id].generation; }
 
-  // A collective of group type `type` on `stream` starts at `now` over `links` (a mask of
-  // kNvlinkLink, kNetworkLink): a flow whose transfer takes `transfer` at the full rate, then
-  // `latency`. Schedules its kFlowDone (at once, or through the shares of its links under
-  // contention). Returns its id.
-  std::int32_t start(std::int32_t type, std::int32_t stream, std::uint8_t links,
+  // A collective of group type `type` on `stream` starts at `now` over `link`: a flow whose
+  // transfer takes `transfer` at the full rate, then `latency`. Schedules its kFlowDone (at once,
+  // or through the shares of its link under contention). Returns its id.
+  std::int32_t start(std::int32_t type, std::int32_t stream, std::int32_t link,
                      SimDuration transfer, SimDuration latency, SimTime now, EventQueue& queue) {
     std::int32_t id = 0;
     if (free_flows_.empty()) {
@@ -70,7 +69,7 @@ class LinkSharing {
     Flow& flow = flows_[static_cast<std::size_t>(id)];
     flow.type = type;
     flow.stream = stream;
-    flow.links = links;
+    flow.link = link;
     flow.remaining = transfer.ps();
     flow.share = 0;
     flow.last = now;
@@ -81,9 +80,11 @@ class LinkSharing {
                  flow.generation);
       return id;
     }
-    add_load(type, links, 1);
+    for (std::int32_t m : types_[static_cast<std::size_t>(type)]) {
+      ++load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(link)];
+    }
     transferring_.push_back(id);
-    reshare(links, now, queue);
+    reshare(link, now, queue);
     return id;
   }
 
@@ -95,8 +96,10 @@ class LinkSharing {
     if (flow.share > 0) {
       flow.share = 0;
       transferring_.erase(std::find(transferring_.begin(), transferring_.end(), id));
-      add_load(flow.type, flow.links, -1);
-      reshare(flow.links, now, queue);
+      for (std::int32_t m : types_[static_cast<std::size_t>(flow.type)]) {
+        --load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(flow.link)];
+      }
+      reshare(flow.link, now, queue);
     }
     Flow& f = flows_[static_cast<std::size_t>(id)];
     if (f.latency.ps() > 0) {
@@ -114,32 +117,17 @@ class LinkSharing {
   }
 
  private:
-  // Adds `delta` transferring flows to the `links` of every member class of `type`.
-  void add_load(std::int32_t type, std::uint8_t links, std::int32_t delta) {
-    for (std::int32_t m : types_[static_cast<std::size_t>(type)]) {
-      for (std::size_t l = 0; l < 2; ++l) {
-        if (((static_cast<unsigned>(links) >> l) & 1u) != 0) {
-          load_[static_cast<std::size_t>(m) * 2 + l] += delta;
-        }
-      }
-    }
-  }
-
-  // Recomputes the share of every transferring flow on one of `links` and reschedules those that
-  // changed.
-  void reshare(std::uint8_t links, SimTime now, EventQueue& queue) {
+  // Recomputes the share of every transferring flow on `link` and reschedules those that changed.
+  void reshare(std::int32_t link, SimTime now, EventQueue& queue) {
     for (std::int32_t id : transferring_) {
       Flow& flow = flows_[static_cast<std::size_t>(id)];
-      if ((flow.links & links) == 0) {
+      if (flow.link != link) {
         continue;
       }
       std::int64_t share = 1;
       for (std::int32_t m : types_[static_cast<std::size_t>(flow.type)]) {
-        for (std::size_t l = 0; l < 2; ++l) {
-          if (((static_cast<unsigned>(flow.links) >> l) & 1u) != 0) {
-            share = std::max<std::int64_t>(share, load_[static_cast<std::size_t>(m) * 2 + l]);
-          }
-        }
+        share = std::max<std::int64_t>(
+            share, load_[static_cast<std::size_t>(m) * 2 + static_cast<std::size_t>(link)]);
       }
       if (share == flow.share) {
         continue;

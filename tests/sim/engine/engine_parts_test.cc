@@ -13,7 +13,6 @@
 #include "sim/engine/internal/link_sharing.h"
 #include "sim/engine/internal/statistics.h"
 #include "sim/engine/sim_time.h"
-#include "sim/model/cost_model.h"
 
 namespace fsdp::sim::internal {
 namespace {
@@ -47,8 +46,8 @@ TEST(LinkSharingTest, TwoTransfersStartedTogetherEndAtTwiceTheShorterAndTheSum) 
   LinkSharing sharing(kTwoTypesOfOneClass, /*contention=*/true);
   sharing.reset(1);
   EventQueue queue;
-  const std::int32_t a = sharing.start(0, 1, kNetworkLink, ps(300), ps(0), at(0), queue);
-  const std::int32_t b = sharing.start(1, 2, kNetworkLink, ps(500), ps(0), at(0), queue);
+  const std::int32_t a = sharing.start(0, 1, /*link=*/1, ps(300), ps(0), at(0), queue);
+  const std::int32_t b = sharing.start(1, 2, /*link=*/1, ps(500), ps(0), at(0), queue);
   const auto end = drain(sharing, queue);
   EXPECT_EQ(end.at(a), 600);  // 2 T1
   EXPECT_EQ(end.at(b), 800);  // T1 + T2
@@ -58,8 +57,8 @@ TEST(LinkSharingTest, WithoutContentionEveryFlowHasTheWholeLink) {
   LinkSharing sharing(kTwoTypesOfOneClass, /*contention=*/false);
   sharing.reset(1);
   EventQueue queue;
-  const std::int32_t a = sharing.start(0, 1, kNetworkLink, ps(300), ps(0), at(0), queue);
-  const std::int32_t b = sharing.start(1, 2, kNetworkLink, ps(500), ps(0), at(0), queue);
+  const std::int32_t a = sharing.start(0, 1, 1, ps(300), ps(0), at(0), queue);
+  const std::int32_t b = sharing.start(1, 2, 1, ps(500), ps(0), at(0), queue);
   const auto end = drain(sharing, queue);
   EXPECT_EQ(end.at(a), 300);
   EXPECT_EQ(end.at(b), 500);
@@ -69,8 +68,8 @@ TEST(LinkSharingTest, FlowsOnDifferentLinksDoNotContend) {
   LinkSharing sharing(kTwoTypesOfOneClass, /*contention=*/true);
   sharing.reset(1);
   EventQueue queue;
-  const std::int32_t intra = sharing.start(0, 1, kNvlinkLink, ps(300), ps(0), at(0), queue);
-  const std::int32_t inter = sharing.start(1, 2, kNetworkLink, ps(500), ps(0), at(0), queue);
+  const std::int32_t intra = sharing.start(0, 1, /*link=*/0, ps(300), ps(0), at(0), queue);
+  const std::int32_t inter = sharing.start(1, 2, /*link=*/1, ps(500), ps(0), at(0), queue);
   const auto end = drain(sharing, queue);
   EXPECT_EQ(end.at(intra), 300);
   EXPECT_EQ(end.at(inter), 500);
@@ -80,43 +79,22 @@ TEST(LinkSharingTest, LatencyFollowsTheSharedTransferUnshared) {
   LinkSharing sharing(kTwoTypesOfOneClass, /*contention=*/true);
   sharing.reset(1);
   EventQueue queue;
-  const std::int32_t a = sharing.start(0, 1, kNetworkLink, ps(300), ps(1000), at(0), queue);
-  const std::int32_t b = sharing.start(1, 2, kNetworkLink, ps(500), ps(0), at(0), queue);
+  const std::int32_t a = sharing.start(0, 1, 1, ps(300), ps(1000), at(0), queue);
+  const std::int32_t b = sharing.start(1, 2, 1, ps(500), ps(0), at(0), queue);
   const auto end = drain(sharing, queue);
   EXPECT_EQ(end.at(a), 600 + 1000);  // its latency does not slow b
   EXPECT_EQ(end.at(b), 800);
-}
-
-TEST(LinkSharingTest, AFlowOnBothLinksSharesEachWithTheFlowsOnIt) {
-  // An axis whose groups cross nodes with several members per node uses NVLink and the NICs: it
-  // shares NVLink with an intra-node flow and the NICs with an inter-node one. Three flows start
-  // together: intra (NVLink, 300), both (NVLink + NIC, 600), inter (NIC, 900). Each link carries
-  // two flows, so all progress at 1/2: intra ends at 600; then both runs alone on NVLink but
-  // still shares the NIC (share 2) until it ends at 600 + 2 * 300 = 1200; inter has 900 - 600 =
-  // 300 left at 1200 and ends alone at 1500.
-  const std::vector<std::vector<std::int32_t>> one_class = {{0}, {0}, {0}};
-  LinkSharing sharing(one_class, /*contention=*/true);
-  sharing.reset(1);
-  EventQueue queue;
-  const std::int32_t intra = sharing.start(0, 0, kNvlinkLink, ps(300), ps(0), at(0), queue);
-  const std::int32_t both =
-      sharing.start(1, 1, kNvlinkLink | kNetworkLink, ps(600), ps(0), at(0), queue);
-  const std::int32_t inter = sharing.start(2, 2, kNetworkLink, ps(900), ps(0), at(0), queue);
-  const auto end = drain(sharing, queue);
-  EXPECT_EQ(end.at(intra), 600);
-  EXPECT_EQ(end.at(both), 1200);
-  EXPECT_EQ(end.at(inter), 1500);
 }
 
 TEST(LinkSharingTest, ResetForgetsFlowsAndReusesIds) {
   LinkSharing sharing(kTwoTypesOfOneClass, /*contention=*/true);
   sharing.reset(1);
   EventQueue queue;
-  EXPECT_EQ(sharing.start(0, 1, kNetworkLink, ps(300), ps(0), at(0), queue), 0);
-  EXPECT_EQ(sharing.start(1, 2, kNetworkLink, ps(500), ps(0), at(0), queue), 1);
+  EXPECT_EQ(sharing.start(0, 1, 1, ps(300), ps(0), at(0), queue), 0);
+  EXPECT_EQ(sharing.start(1, 2, 1, ps(500), ps(0), at(0), queue), 1);
   sharing.reset(1);
   queue.clear();
-  const std::int32_t a = sharing.start(0, 1, kNetworkLink, ps(300), ps(0), at(0), queue);
+  const std::int32_t a = sharing.start(0, 1, 1, ps(300), ps(0), at(0), queue);
   EXPECT_EQ(a, 0);
   EXPECT_EQ(drain(sharing, queue).at(a), 300);  // alone on its link again
 }

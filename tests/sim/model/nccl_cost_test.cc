@@ -48,7 +48,7 @@ TEST(NcclLinkTest, AnAxisSpanningNodesSharesTheNodesNics) {
   EXPECT_EQ(dp.ranks_per_node, 8);
   EXPECT_EQ(dp.nic_bytes_per_s, 400'000'000'000);
   EXPECT_EQ(dp.bytes_per_s, 400'000'000'000);  // min(NVLink 450, NICs 400)
-  EXPECT_EQ(dp.flow_links, kNvlinkLink | kNetworkLink);
+  EXPECT_EQ(dp.flow_links, kNetworkLink);
   // HSDP: the outer axis has one member per node, so 8 groups share the node's NICs: one each.
   const auto hsdp = links_of("dp_outer=2,dp_inner=8", "h100");
   EXPECT_EQ(hsdp[0].ranks_per_node, 1);
