@@ -131,14 +131,13 @@ std::string to_string(const Hardware& hw) {
      << "inter-node bandwidth: "
      << decimal(static_cast<double>(hw.inter_node_bytes_per_s()) / 1e9, 3)
      << (hw.collectives() == CollectiveModel::kNccl ? " GB/s per NIC per direction\n"
-                                                     : " GB/s per device per direction\n")
+                                                    : " GB/s per device per direction\n")
      << "inter-node latency:   "
      << decimal(static_cast<double>(hw.inter_node_latency_ns()) / 1e3, 3) << " us\n"
      << "NICs per node:        " << hw.nics_per_node() << "\n"
      << "NVLink SHARP:         "
      << (hw.nvls_permille() > 0
-             ? str_cat(decimal(static_cast<double>(hw.nvls_permille()) / 10.0, 1),
-                       "% efficiency")
+             ? str_cat(decimal(static_cast<double>(hw.nvls_permille()) / 10.0, 1), "% efficiency")
              : std::string("none"))
      << "\n"
      << "collectives:          " << to_string(hw.collectives()) << "\n";

@@ -66,10 +66,10 @@ std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardwar
     link.nodes = nodes;
     link.ranks_per_node = n > 1 ? per_node_members : 1;
     link.nvlink_bytes_per_s = hardware.intra_node_bytes_per_s();
-    link.nic_bytes_per_s = saturate(static_cast<double>(hardware.nics_per_node()) *
-                                    static_cast<double>(hardware.inter_node_bytes_per_s()) *
-                                    static_cast<double>(link.ranks_per_node) /
-                                    static_cast<double>(per_node));
+    link.nic_bytes_per_s =
+        saturate(static_cast<double>(hardware.nics_per_node()) *
+                 static_cast<double>(hardware.inter_node_bytes_per_s()) *
+                 static_cast<double>(link.ranks_per_node) / static_cast<double>(per_node));
     link.nvls_permille = hardware.nvls_permille();
     // A flow occupies one link class: the NICs when its groups cross nodes, NVLink otherwise.
     // An inter-node ring also hops over NVLink between a node's members, but NVLink binds it only
@@ -256,12 +256,12 @@ constexpr double kRingPlateau = 1.4;
 // NVLS channels (NCCL_NVLS_NCHANNELS' default): one of them is not used for data.
 constexpr double kNvlsChannels = 16.0;
 // treeCorrectionFactor: tree bandwidth per protocol at sizes 64 B x 2^i, i < 23.
+// clang-format off
 constexpr double kTreeCorrection[3][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0,
-     1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
-     1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+    {1.0, 1.0, 1.0, 1.0,  .9,  .8,  .7,  .7,  .7,  .7,  .6,  .5,  .4,  .4,  .5,  .6,  .7,  .8,  .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0,  .9,  .8,  .8,  .8,  .7,  .6,  .6,  .6,  .6,  .6,  .6,  .8,  .9,  .9,  .9,  .9, 1.0, 1.0},
+    { .9,  .9,  .9,  .9,  .9,  .9,  .9,  .8,  .7,  .6,  .6,  .5,  .5,  .5,  .5,  .6,  .7,  .8,  .7,  .7,  .8,  .9,  .9}};
+// clang-format on
 
 // What NCCL's Simple protocol achieves of a link's line rate: NVLink 4 20.6 GB/s of 25 per link
 // (NCCL's SM90_NVLINK_BW; ~370 of 450 GB/s measured, NVIDIA/nccl-tests#212), NDR 400 Gb/s NICs
@@ -309,8 +309,7 @@ Choice choose(OpKind kind, double bytes, const AxisLink& link, const CostOptions
   const bool tree_only = all_reduce && options.all_reduce == AllReduceAlgorithm::kTree;
   Choice best;
   double best_time = kInf;
-  const auto consider = [&](NcclAlgorithm algorithm, std::size_t p, double latency,
-                            double algbw) {
+  const auto consider = [&](NcclAlgorithm algorithm, std::size_t p, double latency, double algbw) {
     if (!(algbw > 0.0)) {
       return;
     }
@@ -363,9 +362,8 @@ Choice choose(OpKind kind, double bytes, const AxisLink& link, const CostOptions
   if (all_reduce && options.all_reduce == AllReduceAlgorithm::kAuto && !multi_node &&
       link.nvls_permille > 0) {
     const double bus = static_cast<double>(link.nvlink_bytes_per_s) * kNvlinkEfficiency *
-                       options.link_efficiency * 1e-9 *
-                       static_cast<double>(link.nvls_permille) / 1000.0 *
-                       (kNvlsChannels - 1.0) / kNvlsChannels * 2.0;
+                       options.link_efficiency * 1e-9 * static_cast<double>(link.nvls_permille) /
+                       1000.0 * (kNvlsChannels - 1.0) / kNvlsChannels * 2.0;
     consider(NcclAlgorithm::kNvls, kSimple, kNvlsNvlinkLat, bus * n / nsteps);
   }
   return best;
@@ -414,8 +412,7 @@ Expected<CollectiveCost> collective_cost(OpKind kind, std::int64_t max_member_el
                          n);
   }
   if (link.model == CollectiveModel::kNccl) {
-    return nccl_cost(kind, static_cast<double>(max_member_elements) * element_bytes, link,
-                     options);
+    return nccl_cost(kind, static_cast<double>(max_member_elements) * element_bytes, link, options);
   }
   const double nd = static_cast<double>(n);
   const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
@@ -487,10 +484,10 @@ Expected<CollectiveCost> uneven_collective_cost(OpKind kind, std::int64_t elemen
   }
   if (link.model == CollectiveModel::kNccl) {
     // As one call of the members' mean payload (the same bus bytes).
-    return nccl_cost(kind,
-                     total / static_cast<double>(link.group_size) *
-                         static_cast<double>(dtype_bytes(dtype)),
-                     link, options);
+    return nccl_cost(
+        kind,
+        total / static_cast<double>(link.group_size) * static_cast<double>(dtype_bytes(dtype)),
+        link, options);
   }
   const double bandwidth = static_cast<double>(link.bytes_per_s) * options.link_efficiency;
   const double n = static_cast<double>(link.group_size);
@@ -524,8 +521,8 @@ Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, 
   BusBandwidth out;
   out.time = cost.duration;
   const double seconds = cost.duration.seconds();
-  const double moved = kind == OpKind::kAllReduce ? static_cast<double>(bytes)
-                                                  : static_cast<double>(member * gpus);
+  const double moved =
+      kind == OpKind::kAllReduce ? static_cast<double>(bytes) : static_cast<double>(member * gpus);
   out.alg_bytes_per_s = seconds > 0 ? moved / seconds : 0.0;
   out.bus_bytes_per_s = seconds > 0 ? cost.bus_bytes / seconds : 0.0;
   out.algorithm = cost.algorithm;

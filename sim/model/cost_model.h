@@ -67,18 +67,18 @@ struct AxisLink {
   // The ring's bandwidth per device, per direction: alpha-beta, the link's; NCCL, the line rate
   // of its bottleneck, min(nvlink_bytes_per_s if ranks_per_node > 1, nic_bytes_per_s if nodes > 1).
   std::int64_t bytes_per_s = 0;
-  std::int64_t latency_ns = 0;       // per ring step (alpha-beta)
+  std::int64_t latency_ns = 0;  // per ring step (alpha-beta)
   // Measured collective times on groups of group_size (the hardware's calibration): when a curve
   // of an op's kind is here, it replaces the ring formula (docs/design/fidelity.md).
   std::vector<CollectiveCurve> measured = {};
   CollectiveModel model = CollectiveModel::kAlphaBeta;
-  std::int64_t nodes = 1;            // most nodes one group spans
-  std::int64_t ranks_per_node = 1;   // fewest members of one group on one of its nodes (k)
+  std::int64_t nodes = 1;               // most nodes one group spans
+  std::int64_t ranks_per_node = 1;      // fewest members of one group on one of its nodes (k)
   std::int64_t nvlink_bytes_per_s = 0;  // NVLink line rate per device, per direction
   // The group's share of its nodes' NICs (line rate): nics x per-NIC x k / devices_per_node, as
   // devices_per_node / k groups of the axis cross each node's NICs at once.
   std::int64_t nic_bytes_per_s = 0;
-  std::int64_t nvls_permille = 0;    // NVLink SHARP efficiency; 0: none
+  std::int64_t nvls_permille = 0;  // NVLink SHARP efficiency; 0: none
   // The link class its flows occupy under contention: kNetworkLink when a group spans nodes (the
   // NICs, which every axis crossing nodes shares), kNvlinkLink otherwise.
   std::uint8_t flow_links = kNvlinkLink;

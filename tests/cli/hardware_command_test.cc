@@ -68,8 +68,8 @@ TEST(HardwareCommandTest, ErrorsAndUsage) {
 }
 
 TEST(HardwareCommandTest, BusBandwidthTable) {
-  Result r = run_hardware({"--bus-bandwidth", "--show", "h100", "--gpus", "8,16", "--sizes",
-                           "64KiB,1GiB"});
+  Result r = run_hardware(
+      {"--bus-bandwidth", "--show", "h100", "--gpus", "8,16", "--sizes", "64KiB,1GiB"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("predicted bus bandwidth (GB/s, as nccl-tests reports busbw) on 'h100'"),
             std::string::npos)
@@ -81,8 +81,8 @@ TEST(HardwareCommandTest, BusBandwidthTable) {
   EXPECT_NE(r.out.find("all-gather         64 KiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce          1 GiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nvls/Simple"), std::string::npos) << r.out;  // 1 GiB on one H100 node
-  r = run_hardware({"--bus-bandwidth", "--show", "a100", "--gpus", "16", "--sizes", "1GiB",
-                    "--format", "json"});
+  r = run_hardware(
+      {"--bus-bandwidth", "--show", "a100", "--gpus", "16", "--sizes", "1GiB", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["hardware"], "a100");

@@ -200,8 +200,7 @@ TEST(NcclCostTest, OneGpuPerNodeRingUsesOneNicAndTheTreesNetworkLatency) {
   const CollectiveCost c =
       collective_cost(OpKind::kAllReduce, 16'777'216, DType::kFp32, link, ring).value();
   EXPECT_EQ(c.protocol, NcclProtocol::kSimple);
-  EXPECT_NEAR(c.duration.seconds(), tuner_seconds(36.4 * 1.4, 67108864.0, 47.0 * 2.0 / 2.0),
-              1e-11);
+  EXPECT_NEAR(c.duration.seconds(), tuner_seconds(36.4 * 1.4, 67108864.0, 47.0 * 2.0 / 2.0), 1e-11);
 }
 
 TEST(NcclCostTest, LinkEfficiencyScalesEveryBandwidth) {
@@ -210,8 +209,7 @@ TEST(NcclCostTest, LinkEfficiencyScalesEveryBandwidth) {
   half.link_efficiency = 0.5;
   const CollectiveCost c =
       collective_cost(OpKind::kAllGather, 50'000'000, DType::kBf16, link, half).value();
-  EXPECT_NEAR(c.duration.seconds(), tuner_seconds(70.0, 16e8, 0.5 * kNvlink * 16.0 / 15.0),
-              1e-11);
+  EXPECT_NEAR(c.duration.seconds(), tuner_seconds(70.0, 16e8, 0.5 * kNvlink * 16.0 / 15.0), 1e-11);
 }
 
 TEST(NcclCostTest, GroupedBroadcastCostsTheMeanPayload) {
@@ -220,16 +218,15 @@ TEST(NcclCostTest, GroupedBroadcastCostsTheMeanPayload) {
   b.uneven = UnevenCollective::kGroupedBroadcast;
   std::vector<std::int64_t> members(16, 1000);
   members[0] = 17'000;  // total 32,000: a mean of 2,000
-  EXPECT_EQ(uneven_collective_cost(OpKind::kAllGather, 17'000, members, DType::kBf16, link, b)
-                ->duration,
-            collective_cost(OpKind::kAllGather, 2000, DType::kBf16, link, {})->duration);
+  EXPECT_EQ(
+      uneven_collective_cost(OpKind::kAllGather, 17'000, members, DType::kBf16, link, b)->duration,
+      collective_cost(OpKind::kAllGather, 2000, DType::kBf16, link, {})->duration);
 }
 
 TEST(NcclCostTest, PredictedBusBandwidthIsWhatNcclTestsWouldPrint) {
   const Hardware h100 = find_hardware_preset("h100").value();
   // 16 GPUs, 1 GiB all-gather: the Simple ring at 370.8 GB/s bus bandwidth, less its latency.
-  const BusBandwidth b =
-      predicted_bus_bandwidth(OpKind::kAllGather, 1 << 30, 16, h100, {}).value();
+  const BusBandwidth b = predicted_bus_bandwidth(OpKind::kAllGather, 1 << 30, 16, h100, {}).value();
   const double seconds = tuner_seconds(70.0, 1073741824.0, kNvlink * 16.0 / 15.0);
   EXPECT_NEAR(b.alg_bytes_per_s, 1073741824.0 / seconds, 1e3);
   EXPECT_NEAR(b.bus_bytes_per_s, 1073741824.0 / seconds * 15.0 / 16.0, 1e3);
