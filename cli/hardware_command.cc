@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `fsdpsim hardware`: list the built-in hardware presets, or show one preset or a custom cluster
-// file, as text or JSON.
+// file, as text or JSON; with --bus-bandwidth, the bus bandwidth the simulator predicts for its
+// collectives per kind, size and GPU count (what nccl-tests would report).
+#include <cstdint>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/subcommands.h"
@@ -11,6 +15,7 @@
 #include "core/hardware/hardware.h"
 #include "core/hardware/hardware_json.h"
 #include "core/hardware/hardware_presets.h"
+#include "sim/model/cost_model.h"
 
 #include <nlohmann/json.hpp>
 
@@ -24,16 +29,82 @@ namespace {
 constexpr std::string_view kCmd = "hardware";
 
 constexpr std::string_view kUsage =
-    "hardware [--show NAME | --file FILE] [--format text|json]";
+    "hardware [--show NAME | --file FILE] [--format text|json]\n"
+    "       hardware --bus-bandwidth (--show NAME | --file FILE) [--gpus LIST] [--sizes LIST]";
 
 constexpr std::string_view kDescription =
     "Lists the built-in hardware (8-GPU DGX A100, H100, H200 and B200 nodes with their datasheet\n"
     "figures; sources in docs/hardware.md), or shows one preset (--show) or a custom cluster\n"
-    "described in a JSON file (--file; fields in docs/hardware.md).\n\n"
+    "described in a JSON file (--file; fields in docs/hardware.md). --bus-bandwidth prints the\n"
+    "bus bandwidth the simulator predicts for all-gather, reduce-scatter and all-reduce on one\n"
+    "mesh axis of --gpus GPUs (placed node-major) moving --sizes bytes, as nccl-tests would report\n"
+    "it (busbw), with NCCL's algorithm and protocol (docs/validation.md compares it with published\n"
+    "measurements).\n\n"
     "examples:\n"
     "  fsdpsim hardware\n"
     "  fsdpsim hardware --show h100\n"
-    "  fsdpsim hardware --file my-cluster.json --format json";
+    "  fsdpsim hardware --file my-cluster.json --format json\n"
+    "  fsdpsim hardware --bus-bandwidth --show h100 --gpus 8,16,256 --sizes 1MiB,1GiB";
+
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 40;
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out(1);
+  for (char c : text) {
+    if (c == ',') {
+      out.emplace_back();
+    } else if (c != ' ') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// "4096", "64KiB", "16MiB", "1GiB" (`with_units`), each in [min, max].
+Expected<std::vector<std::int64_t>> parse_list(const std::string& text, std::string_view flag,
+                                               bool with_units, std::int64_t min,
+                                               std::int64_t max) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_commas(text)) {
+    std::size_t end = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(item, &end);
+    } catch (...) {
+      end = 0;
+    }
+    const std::string unit = item.substr(end);
+    const std::int64_t mult = unit.empty()                      ? 1
+                              : !with_units                     ? 0
+                              : unit == "KiB"                   ? std::int64_t{1} << 10
+                              : unit == "MiB"                   ? std::int64_t{1} << 20
+                              : unit == "GiB"                   ? std::int64_t{1} << 30
+                                                                : 0;
+    if (end == 0 || mult == 0 || v < 1 || v > max / mult || v * mult < min) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(flag, " item '", item, "': expected ",
+                           with_units ? "a size like 4096, 64KiB, 16MiB or 1GiB" : "an integer",
+                           " in [", min, ", ", max, "]"));
+    }
+    out.push_back(v * mult);
+  }
+  return out;
+}
+
+// "64 KiB", "16 MiB", "1 GiB", "4096 B".
+std::string size_text(std::int64_t bytes) {
+  if (bytes >= (std::int64_t{1} << 30) && bytes % (std::int64_t{1} << 30) == 0) {
+    return str_cat(bytes >> 30, " GiB");
+  }
+  if (bytes >= (std::int64_t{1} << 20) && bytes % (std::int64_t{1} << 20) == 0) {
+    return str_cat(bytes >> 20, " MiB");
+  }
+  if (bytes >= 1024 && bytes % 1024 == 0) {
+    return str_cat(bytes >> 10, " KiB");
+  }
+  return str_cat(bytes, " B");
+}
 
 std::string fixed(double v, int digits) {
   std::ostringstream os;
@@ -67,6 +138,81 @@ void print_list(std::ostream& os) {
   }
 }
 
+struct BusRow {
+  OpKind kind;
+  std::int64_t bytes;
+  std::int64_t gpus;
+  sim::BusBandwidth bw;
+};
+
+int print_bus_bandwidth(const Hardware& hw, const std::vector<std::int64_t>& gpus,
+                        const std::vector<std::int64_t>& sizes, bool json, Io& io) {
+  const OpKind kinds[] = {OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAllReduce};
+  std::vector<BusRow> rows;
+  for (OpKind kind : kinds) {
+    for (std::int64_t bytes : sizes) {
+      for (std::int64_t g : gpus) {
+        auto bw = sim::predicted_bus_bandwidth(kind, bytes, g, hw, sim::CostOptions());
+        if (!bw) {
+          return report_error(io, bw.error());
+        }
+        rows.push_back(BusRow{kind, bytes, g, *bw});
+      }
+    }
+  }
+  if (json) {
+    nlohmann::ordered_json out{{"hardware", hw.name()},
+                               {"collectives", std::string(to_string(hw.collectives()))},
+                               {"devices_per_node", hw.devices_per_node()}};
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const BusRow& r : rows) {
+      list.push_back({{"collective", std::string(to_string(r.kind))},
+                      {"bytes", r.bytes},
+                      {"gpus", r.gpus},
+                      {"bus_gb_per_s", r.bw.bus_bytes_per_s * 1e-9},
+                      {"alg_gb_per_s", r.bw.alg_bytes_per_s * 1e-9},
+                      {"time_us", r.bw.time.seconds() * 1e6},
+                      {"algorithm", std::string(sim::to_string(r.bw.algorithm))},
+                      {"protocol", std::string(sim::to_string(r.bw.protocol))}});
+    }
+    out["rows"] = list;
+    io.out << out.dump(2, ' ', /*ensure_ascii=*/false,
+                       nlohmann::ordered_json::error_handler_t::replace)
+           << "\n";
+    return kExitOk;
+  }
+  io.out << "predicted bus bandwidth (GB/s, as nccl-tests reports busbw) on '" << hw.name()
+         << "', " << hw.devices_per_node() << " GPUs per node, " << to_string(hw.collectives())
+         << " collectives\n";
+  const bool nccl = hw.collectives() == CollectiveModel::kNccl;
+  const int width = nccl ? 20 : 10;
+  io.out << std::left << std::setw(16) << "collective" << std::right << std::setw(9) << "size";
+  for (std::int64_t g : gpus) {
+    io.out << std::setw(width) << str_cat(g, " GPUs");
+  }
+  io.out << "\n";
+  std::size_t i = 0;
+  for (OpKind kind : kinds) {
+    for (std::int64_t bytes : sizes) {
+      io.out << std::left << std::setw(16) << to_string(kind) << std::right << std::setw(9)
+             << size_text(bytes);
+      for (std::size_t g = 0; g < gpus.size(); ++g, ++i) {
+        const sim::BusBandwidth& b = rows[i].bw;
+        std::string cell = fixed(b.bus_bytes_per_s * 1e-9, 1);
+        if (nccl) {
+          cell += str_cat(" ", sim::to_string(b.algorithm), "/", sim::to_string(b.protocol));
+        }
+        io.out << std::setw(width) << cell;
+      }
+      io.out << "\n";
+    }
+  }
+  if (nccl) {
+    io.out << "\neach cell: bus bandwidth, then the algorithm/protocol NCCL's tuner would pick\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_hardware_command(std::span<const std::string> args, Io& io) {
@@ -74,10 +220,15 @@ int run_hardware_command(std::span<const std::string> args, Io& io) {
   std::string show;
   std::string file;
   std::string format = "text";
+  std::string gpus_text = "8,16,64,256";
+  std::string sizes_text = "64KiB,1MiB,16MiB,256MiB,4GiB";
   desc.add_options()
-      ("show", po::value(&show), "show one preset: a100, h100, h200, b200")
+      ("show", po::value(&show), "show one preset: a100, a100-40gb, h100, h100-96gb, h200, b200, gb200")
       ("file", po::value(&file), "show a custom cluster from a hardware JSON file")
-      ("format", po::value(&format)->default_value("text"), "text | json");
+      ("format", po::value(&format)->default_value("text"), "text | json")
+      ("bus-bandwidth", po::bool_switch(), "print the predicted bus bandwidth of its collectives")
+      ("gpus", po::value(&gpus_text)->default_value(gpus_text), "with --bus-bandwidth: GPU counts, comma-separated")
+      ("sizes", po::value(&sizes_text)->default_value(sizes_text), "with --bus-bandwidth: sizes in bytes (KiB, MiB, GiB)");
   po::variables_map vm;
   if (auto done = parse_command_line(kCmd, kUsage, kDescription, desc, args, vm, io)) {
     return *done;
@@ -87,6 +238,27 @@ int run_hardware_command(std::span<const std::string> args, Io& io) {
   }
   if (format != "text" && format != "json") {
     return report_usage_error(io, kCmd, str_cat("--format is '", format, "'; expected text or json"));
+  }
+  const bool bus = vm["bus-bandwidth"].as<bool>();
+  if (!bus && (!vm["gpus"].defaulted() || !vm["sizes"].defaulted())) {
+    return report_usage_error(io, kCmd, "--gpus and --sizes need --bus-bandwidth");
+  }
+  if (bus && vm.count("show") + vm.count("file") == 0) {
+    return report_usage_error(io, kCmd, "--bus-bandwidth needs --show NAME or --file FILE");
+  }
+  std::vector<std::int64_t> gpus;
+  std::vector<std::int64_t> sizes;
+  if (bus) {
+    auto g = parse_list(gpus_text, "--gpus", /*with_units=*/false, 2, kMaxGpus);
+    if (!g) {
+      return report_usage_error(io, kCmd, g.error().message());
+    }
+    auto z = parse_list(sizes_text, "--sizes", /*with_units=*/true, 1, kMaxBytes);
+    if (!z) {
+      return report_usage_error(io, kCmd, z.error().message());
+    }
+    gpus = std::move(*g);
+    sizes = std::move(*z);
   }
   const auto dump = [](const nlohmann::ordered_json& j) {
     return j.dump(2, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
@@ -115,6 +287,9 @@ int run_hardware_command(std::span<const std::string> args, Io& io) {
   }
   if (!hw) {
     return report_error(io, hw.error());
+  }
+  if (bus) {
+    return print_bus_bandwidth(*hw, gpus, sizes, format == "json", io);
   }
   if (format == "json") {
     io.out << dump(hardware_to_json(*hw)) << "\n";

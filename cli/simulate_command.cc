@@ -181,7 +181,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
        po::value(&sim_options.cost.sm_slowdown)->default_value(sim_options.cost.sm_slowdown, "1"),
        "compute runs this many times slower while collectives run on the device (>= 1)")
       ("all-reduce", po::value(&all_reduce)->default_value(all_reduce),
-       "all-reduce algorithm: ring | tree | auto (the faster per call, trees across nodes)")
+       "all-reduce algorithm: ring | tree | auto (the fastest per call, as NCCL's tuner)")
       ("min-message-bytes",
        po::value(&sim_options.cost.min_message_bytes)->default_value(0),
        "ring-step messages below this size cost as this size (0: off)")

@@ -45,6 +45,10 @@ std::string decimal(double value, int digits) {
 
 }  // namespace
 
+std::string_view to_string(CollectiveModel model) {
+  return model == CollectiveModel::kNccl ? "nccl" : "alpha-beta";
+}
+
 Expected<Hardware> Hardware::make(HardwareSpec spec) {
   if (spec.name.empty() || has_control(spec.name)) {
     return Error(ErrorCode::kInvalidArgument,
@@ -79,6 +83,16 @@ Expected<Hardware> Hardware::make(HardwareSpec spec) {
     if (value < 0) {
       return field_error(spec, field, "a non-negative integer", value);
     }
+  }
+  if (spec.nics_per_node < 0) {
+    return field_error(spec, "nics_per_node", "a positive integer (or 0: one per device)",
+                       spec.nics_per_node);
+  }
+  if (spec.nics_per_node == 0) {
+    spec.nics_per_node = spec.devices_per_node;
+  }
+  if (spec.nvls_permille < 0 || spec.nvls_permille > 1000) {
+    return field_error(spec, "nvls_permille", "an integer in [0, 1000]", spec.nvls_permille);
   }
   if (spec.calibration) {
     if (Status s = validate_calibration(*spec.calibration); !s.ok()) {
@@ -116,9 +130,17 @@ std::string to_string(const Hardware& hw) {
      << decimal(static_cast<double>(hw.intra_node_latency_ns()) / 1e3, 3) << " us\n"
      << "inter-node bandwidth: "
      << decimal(static_cast<double>(hw.inter_node_bytes_per_s()) / 1e9, 3)
-     << " GB/s per device per direction\n"
+     << (hw.collectives() == CollectiveModel::kNccl ? " GB/s per NIC per direction\n"
+                                                    : " GB/s per device per direction\n")
      << "inter-node latency:   "
-     << decimal(static_cast<double>(hw.inter_node_latency_ns()) / 1e3, 3) << " us\n";
+     << decimal(static_cast<double>(hw.inter_node_latency_ns()) / 1e3, 3) << " us\n"
+     << "NICs per node:        " << hw.nics_per_node() << "\n"
+     << "NVLink SHARP:         "
+     << (hw.nvls_permille() > 0
+             ? str_cat(decimal(static_cast<double>(hw.nvls_permille()) / 10.0, 1), "% efficiency")
+             : std::string("none"))
+     << "\n"
+     << "collectives:          " << to_string(hw.collectives()) << "\n";
   if (const Calibration* c = hw.calibration()) {
     os << "calibration:          measured with " << c->ranks << " rank(s) at once"
        << (c->source.empty() ? "" : ", ") << c->source << "\n"

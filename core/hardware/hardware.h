@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hardware: what the planner and the simulator need to know about one kind of training node and
 // its network: devices per node, memory and peak dense math per device, HBM bandwidth, and the
-// bandwidth and latency of the intra-node (NVLink) and inter-node (network) links. All figures are
+// bandwidth and latency of the intra-node (NVLink) and inter-node (network) links, the node's NICs,
+// and how its collectives are costed (NCCL's model or plain alpha-beta rings). All figures are
 // int64 in base units (bytes, FLOP/s, bytes/s, ns). Immutable; built by Hardware::make.
 #pragma once
 
@@ -16,6 +17,13 @@
 
 namespace fsdp {
 
+// How the simulator prices this hardware's collectives (docs/design/simulator.md, "Collectives"):
+// NCCL's tuning model (rings with channels over the node's NICs, trees, NVLS, per-protocol
+// latency and bandwidth) or one alpha-beta ring per axis at one link's bandwidth (what MPI on a
+// CPU cluster, or a hardware file without the field, gets).
+enum class CollectiveModel : std::uint8_t { kAlphaBeta, kNccl };
+std::string_view to_string(CollectiveModel model);  // "alpha-beta", "nccl"
+
 // The plain fields, as written in a hardware JSON file (docs/hardware.md).
 struct HardwareSpec {
   std::string name;                      // "h100"
@@ -27,8 +35,15 @@ struct HardwareSpec {
   std::int64_t hbm_bytes_per_s = 0;      // HBM bandwidth per device
   std::int64_t intra_node_bytes_per_s = 0;  // NVLink, per device, per direction
   std::int64_t intra_node_latency_ns = 0;
-  std::int64_t inter_node_bytes_per_s = 0;  // network, per device, per direction
+  // Network, per direction: per NIC under the NCCL model, per device under alpha-beta.
+  std::int64_t inter_node_bytes_per_s = 0;
   std::int64_t inter_node_latency_ns = 0;
+  // NICs per node for inter-node traffic; 0 = one per device (Hardware::make normalises it).
+  std::int64_t nics_per_node = 0;
+  // NVLink SHARP (NVLS) all-reduce efficiency in 1/1000 (NCCL's nvlsEfficiency: 850 Hopper, 740
+  // Blackwell); 0 = the node has no NVLS.
+  std::int64_t nvls_permille = 0;
+  CollectiveModel collectives = CollectiveModel::kAlphaBeta;
   // Measured figures (fsdpsim calibrate); the simulator prefers them where present.
   std::optional<Calibration> calibration = std::nullopt;
   // The per-op compute model's figures; without them compute ops cost from their FLOPs.
@@ -40,7 +55,8 @@ class Hardware {
  public:
   // Errors (kInvalidArgument), naming the field, the expected and the actual value: a bad name,
   // a description with control characters, a count, size, rate or bandwidth < 1, a latency < 0,
-  // a calibration that validate_calibration rejects.
+  // nics_per_node < 0, nvls_permille outside [0, 1000], a calibration that validate_calibration
+  // rejects.
   static Expected<Hardware> make(HardwareSpec spec);
 
   const HardwareSpec& spec() const { return spec_; }
@@ -55,6 +71,9 @@ class Hardware {
   std::int64_t intra_node_latency_ns() const { return spec_.intra_node_latency_ns; }
   std::int64_t inter_node_bytes_per_s() const { return spec_.inter_node_bytes_per_s; }
   std::int64_t inter_node_latency_ns() const { return spec_.inter_node_latency_ns; }
+  std::int64_t nics_per_node() const { return spec_.nics_per_node; }
+  std::int64_t nvls_permille() const { return spec_.nvls_permille; }
+  CollectiveModel collectives() const { return spec_.collectives; }
   // nullptr when the hardware carries no measured figures.
   const Calibration* calibration() const {
     return spec_.calibration ? &*spec_.calibration : nullptr;

@@ -14,11 +14,11 @@ namespace {
 
 Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& source) {
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(doc, source, ""));
-  FSDP_RETURN_IF_ERROR(
-      r.reject_unknown({"format", "version", "name", "description", "devices_per_node",
-                        "memory_bytes", "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s",
-                        "intra_node_bytes_per_s", "intra_node_latency_ns", "inter_node_bytes_per_s",
-                        "inter_node_latency_ns", "calibration", "compute_profile"}));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown(
+      {"format", "version", "name", "description", "devices_per_node", "memory_bytes",
+       "peak_bf16_flops", "peak_fp32_flops", "hbm_bytes_per_s", "intra_node_bytes_per_s",
+       "intra_node_latency_ns", "inter_node_bytes_per_s", "inter_node_latency_ns", "nics_per_node",
+       "nvls_permille", "collectives", "calibration", "compute_profile"}));
   FSDP_TRY(const std::optional<std::string> format, r.get_optional_string("format"));
   if (format && *format != kHardwareFormatName) {
     return r.error("format", str_cat("\"", kHardwareFormatName, "\""),
@@ -41,6 +41,15 @@ Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& s
   FSDP_TRY(spec.intra_node_latency_ns, r.get_int("intra_node_latency_ns", 0));
   FSDP_TRY(spec.inter_node_bytes_per_s, r.get_int("inter_node_bytes_per_s", 1));
   FSDP_TRY(spec.inter_node_latency_ns, r.get_int("inter_node_latency_ns", 0));
+  FSDP_TRY(spec.nics_per_node, r.get_int_or("nics_per_node", 1, spec.devices_per_node));
+  FSDP_TRY(spec.nvls_permille, r.get_int_or("nvls_permille", 0, 0));
+  FSDP_TRY(const std::optional<std::string> collectives, r.get_optional_string("collectives"));
+  if (collectives && *collectives != "nccl" && *collectives != "alpha-beta") {
+    return r.error("collectives", "\"nccl\" or \"alpha-beta\"",
+                   describe_json(*r.find("collectives")));
+  }
+  spec.collectives =
+      collectives && *collectives == "nccl" ? CollectiveModel::kNccl : CollectiveModel::kAlphaBeta;
   if (const json* calibration = r.find("calibration")) {
     FSDP_TRY(spec.calibration, calibration_from_json(*calibration, source));
   }
@@ -92,18 +101,21 @@ Expected<Hardware> parse_hardware_json(std::string_view text, std::string_view s
 ordered_json hardware_to_json(const Hardware& hw) {
   const HardwareSpec& s = hw.spec();
   ordered_json out{{"format", std::string(kHardwareFormatName)},
-                      {"version", kHardwareFormatVersion},
-                      {"name", s.name},
-                      {"description", s.description},
-                      {"devices_per_node", s.devices_per_node},
-                      {"memory_bytes", s.memory_bytes},
-                      {"peak_bf16_flops", s.peak_bf16_flops},
-                      {"peak_fp32_flops", s.peak_fp32_flops},
-                      {"hbm_bytes_per_s", s.hbm_bytes_per_s},
-                      {"intra_node_bytes_per_s", s.intra_node_bytes_per_s},
-                      {"intra_node_latency_ns", s.intra_node_latency_ns},
-                      {"inter_node_bytes_per_s", s.inter_node_bytes_per_s},
-                      {"inter_node_latency_ns", s.inter_node_latency_ns}};
+                   {"version", kHardwareFormatVersion},
+                   {"name", s.name},
+                   {"description", s.description},
+                   {"devices_per_node", s.devices_per_node},
+                   {"memory_bytes", s.memory_bytes},
+                   {"peak_bf16_flops", s.peak_bf16_flops},
+                   {"peak_fp32_flops", s.peak_fp32_flops},
+                   {"hbm_bytes_per_s", s.hbm_bytes_per_s},
+                   {"intra_node_bytes_per_s", s.intra_node_bytes_per_s},
+                   {"intra_node_latency_ns", s.intra_node_latency_ns},
+                   {"inter_node_bytes_per_s", s.inter_node_bytes_per_s},
+                   {"inter_node_latency_ns", s.inter_node_latency_ns},
+                   {"nics_per_node", s.nics_per_node},
+                   {"nvls_permille", s.nvls_permille},
+                   {"collectives", std::string(to_string(s.collectives))}};
   if (s.calibration) {
     out["calibration"] = calibration_to_json(*s.calibration);
   }

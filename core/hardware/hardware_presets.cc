@@ -23,6 +23,11 @@ constexpr std::int64_t gbit_per_s(std::int64_t gbit) { return gbit * kGB / 8; }
 constexpr std::int64_t kNvlinkLatencyNs = 1000;
 constexpr std::int64_t kInfinibandLatencyNs = 5000;
 
+// NVLink SHARP: NCCL's nvlsEfficiency (src/graph/tuning.cc, NCCL 2.28) for GPUs on a
+// third-generation (Hopper) or fifth-generation (Blackwell) NVSwitch; Ampere's NVSwitch has none.
+constexpr std::int64_t kHopperNvlsPermille = 850;
+constexpr std::int64_t kBlackwellNvlsPermille = 740;
+
 // The per-op compute model's figures (docs/hardware.md, "Per-op compute figures"). SM counts and
 // fp8 peaks from the datasheets and architecture whitepapers. Flash attention (FlashAttention-2,
 // what PyTorch's SDPA runs): Hopper figures are the FlashAttention-3 paper's measurements of
@@ -95,6 +100,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(200),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = 0,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = ampere_profile()},
       {.name = "a100-40gb",
        .description =
@@ -108,6 +116,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(200),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = 0,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = ampere_profile()},
       {.name = "h100",
        .description =
@@ -121,6 +132,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(400),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = kHopperNvlsPermille,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = hopper_profile(kH100GemmPermille)},
       {.name = "h100-96gb",
        .description =
@@ -134,6 +148,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(400),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = kHopperNvlsPermille,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = hopper_profile(kH100x96GemmPermille)},
       {.name = "h200",
        .description =
@@ -147,6 +164,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(400),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = kHopperNvlsPermille,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = hopper_profile(kH100GemmPermille)},
       {.name = "b200",
        .description = "DGX B200: 8x B200-180GB, NVLink 5 (1.8 TB/s), 8x NDR InfiniBand 400 Gb/s",
@@ -159,6 +179,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(400),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 8,
+       .nvls_permille = kBlackwellNvlsPermille,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = blackwell_profile(2'250 * kTera, 4'500 * kTera)},
       {.name = "gb200",
        .description =
@@ -172,6 +195,9 @@ std::vector<Hardware> make_presets() {
        .intra_node_latency_ns = kNvlinkLatencyNs,
        .inter_node_bytes_per_s = gbit_per_s(400),
        .inter_node_latency_ns = kInfinibandLatencyNs,
+       .nics_per_node = 72,
+       .nvls_permille = kBlackwellNvlsPermille,
+       .collectives = CollectiveModel::kNccl,
        .compute_profile = blackwell_profile(2'500 * kTera, 5'000 * kTera)},
   };
   std::vector<Hardware> out;

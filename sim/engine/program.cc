@@ -135,7 +135,8 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
         step.arg = static_cast<std::int32_t>(out.colls.size());
         out.colls.push_back(CollStep{
             cost.latency, cost.transfer, cost.bus_bytes, op.axis,
-            static_cast<std::uint8_t>(out.links[static_cast<std::size_t>(op.axis)].inter_node ? 1 : 0)});
+            static_cast<std::uint8_t>(
+                out.links[static_cast<std::size_t>(op.axis)].flow_links == kNetworkLink ? 1 : 0)});
       } else if (is_compute(op.kind)) {
         auto cost = op_compute_cost(op, schedule, hardware, options.cost);
         if (!cost) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The basic cost models of the simulator (docs/design/simulator.md gives the formulas and their
-// sources): ring alpha-beta collectives per mesh axis with nccl-tests' bus-bandwidth factors, and
+// sources): collectives per mesh axis, either as NCCL runs them (rings with channels over the
+// node's NICs, trees, NVLS; LL, LL128 and Simple protocols, the fastest per call, after NCCL's
+// tuning model) or as ring alpha-beta with nccl-tests' bus-bandwidth factors, and
 // compute ops as max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency)). Every
 // duration is rounded up to whole picoseconds exactly once, here. A duration beyond simulated
 // time's range (2^63 ps) is an error (kOutOfRange), never a wrapped value (issue 16).
@@ -54,22 +56,46 @@ struct CostOptions {
   friend bool operator==(const CostOptions&, const CostOptions&) = default;
 };
 
+// The link classes a collective's flow can occupy (LinkSharing shares each per device).
+inline constexpr std::uint8_t kNvlinkLink = 1;   // the device's NVLink ports
+inline constexpr std::uint8_t kNetworkLink = 2;  // the node's NICs
+
 // The link a mesh axis's collectives run over.
 struct AxisLink {
   std::int64_t group_size = 1;       // ranks per axis group
   bool inter_node = false;           // some group spans two nodes
-  std::int64_t bytes_per_s = 0;      // per device, per direction
-  std::int64_t latency_ns = 0;       // per ring step
+  // The ring's bandwidth per device, per direction: alpha-beta, the link's; NCCL, the line rate
+  // of its bottleneck, min(nvlink_bytes_per_s if ranks_per_node > 1, nic_bytes_per_s if nodes > 1).
+  std::int64_t bytes_per_s = 0;
+  std::int64_t latency_ns = 0;  // per ring step (alpha-beta)
   // Measured collective times on groups of group_size (the hardware's calibration): when a curve
   // of an op's kind is here, it replaces the ring formula (docs/design/fidelity.md).
   std::vector<CollectiveCurve> measured = {};
+  CollectiveModel model = CollectiveModel::kAlphaBeta;
+  std::int64_t nodes = 1;               // most nodes one group spans
+  std::int64_t ranks_per_node = 1;      // fewest members of one group on one of its nodes (k)
+  std::int64_t nvlink_bytes_per_s = 0;  // NVLink line rate per device, per direction
+  // The group's share of its nodes' NICs (line rate): nics x per-NIC x k / devices_per_node, as
+  // devices_per_node / k groups of the axis cross each node's NICs at once.
+  std::int64_t nic_bytes_per_s = 0;
+  std::int64_t nvls_permille = 0;  // NVLink SHARP efficiency; 0: none
+  // The link class its flows occupy under contention: kNetworkLink when a group spans nodes (the
+  // NICs, which every axis crossing nodes shares), kNvlinkLink otherwise.
+  std::uint8_t flow_links = kNvlinkLink;
   friend bool operator==(const AxisLink&, const AxisLink&) = default;
 };
 
 // One entry per mesh axis. Ranks are placed node-major (rank r on node r / devices_per_node) and
 // numbered row-major over the mesh (last axis fastest); an axis whose group of any rank spans two
-// nodes uses the inter-node figures, otherwise the intra-node ones.
+// nodes uses the inter-node figures, otherwise the intra-node ones. Under the NCCL model the
+// nodes and members per node of every group give the NIC share and the bottleneck.
 std::vector<AxisLink> axis_links(const DeviceMesh& mesh, const Hardware& hardware);
+
+// The algorithm and protocol NCCL's tuner would pick (kRing / kSimple under alpha-beta).
+enum class NcclAlgorithm : std::uint8_t { kRing, kTree, kNvls };
+enum class NcclProtocol : std::uint8_t { kLl, kLl128, kSimple };
+std::string_view to_string(NcclAlgorithm algorithm);  // "ring", "tree", "nvls"
+std::string_view to_string(NcclProtocol protocol);    // "LL", "LL128", "Simple"
 
 struct CollectiveCost {
   SimDuration duration;  // latency + transfer
@@ -77,6 +103,8 @@ struct CollectiveCost {
   SimDuration transfer;  // the bandwidth term at the full link rate: shared under contention
   double bus_bytes = 0;  // nccl-tests "bus" bytes: what crosses each ring link
   bool tree = false;     // an all-reduce costed with the tree algorithm
+  NcclAlgorithm algorithm = NcclAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
 };
 
 // A collective over `link` moving `max_member_elements` per member (uneven members padded to the
@@ -87,6 +115,9 @@ struct CollectiveCost {
 // as that size. A group of one costs nothing. With a measured curve of `kind` on the link, the
 // duration is the curve's time at the member payload (curve_ns); its latency is the curve's
 // smallest-size time and the rest is transfer. Error (kOutOfRange): a term beyond 2^63 ps.
+// Under the NCCL model (link.model) the call costs NCCL's predicted time for the fastest
+// (algorithm, protocol) instead: latency(algorithm, protocol, n, nodes, k) + bytes / algorithm
+// bandwidth, formulas in docs/design/simulator.md, "Collectives as NCCL runs them".
 Expected<CollectiveCost> collective_cost(OpKind kind, std::int64_t max_member_elements,
                                          DType dtype, const AxisLink& link,
                                          const CostOptions& options);
@@ -100,6 +131,23 @@ Expected<CollectiveCost> uneven_collective_cost(OpKind kind, std::int64_t elemen
                                                 std::span<const std::int64_t> member_elements,
                                                 DType dtype, const AxisLink& link,
                                                 const CostOptions& options);
+
+// What nccl-tests would report for one call of `kind` over `gpus` GPUs (one mesh axis, ranks
+// placed node-major) moving `bytes`, nccl-tests' size: the all-reduce buffer, the all-gather's
+// output, the reduce-scatter's input. busbw = algbw x (n - 1) / n (all-gather, reduce-scatter) or
+// x 2 (n - 1) / n (all-reduce), algbw = bytes / time (nccl-tests' doc/PERFORMANCE.md).
+struct BusBandwidth {
+  double bus_bytes_per_s = 0;
+  double alg_bytes_per_s = 0;
+  SimDuration time;
+  NcclAlgorithm algorithm = NcclAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
+};
+// Errors (kInvalidArgument): kind not a collective, gpus < 2 or beyond the mesh's int32 ranks,
+// bytes < gpus (an all-gather or reduce-scatter needs a byte per member); a duration out of range.
+Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, std::int64_t gpus,
+                                               const Hardware& hardware,
+                                               const CostOptions& options);
 
 // A compute op (is_compute(op.kind)): max of its math time at the peak of its dtype (fp32 peak
 // for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops. With a

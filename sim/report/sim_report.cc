@@ -59,8 +59,13 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
     const AxisLink& l = result.links[a];
     os << (a == 0 ? " " : ", ") << axis_name(schedule, static_cast<std::int32_t>(a)) << "="
        << l.group_size << " " << (l.inter_node ? "inter-node" : "intra-node") << " "
-       << fixed(static_cast<double>(l.bytes_per_s) * 1e-9, 0) << " GB/s, "
-       << fixed(static_cast<double>(l.latency_ns) * 1e-3, 1) << " us";
+       << fixed(static_cast<double>(l.bytes_per_s) * 1e-9, 0) << " GB/s, ";
+    if (l.model == CollectiveModel::kNccl) {
+      os << "nccl over " << l.nodes << (l.nodes == 1 ? " node" : " nodes") << " x "
+         << l.ranks_per_node;
+    } else {
+      os << fixed(static_cast<double>(l.latency_ns) * 1e-3, 1) << " us";
+    }
   }
   os << "\n";
   for (std::size_t c = 0; c < result.classes.size(); ++c) {
@@ -141,7 +146,10 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
                      {"group_size", l.group_size},
                      {"inter_node", l.inter_node},
                      {"bytes_per_s", l.bytes_per_s},
-                     {"latency_ns", l.latency_ns}});
+                     {"latency_ns", l.latency_ns},
+                     {"collectives", std::string(to_string(l.model))},
+                     {"nodes", l.nodes},
+                     {"ranks_per_node", l.ranks_per_node}});
   }
   doc["links"] = links;
   json classes = json::array();

@@ -67,5 +67,60 @@ TEST(HardwareCommandTest, ErrorsAndUsage) {
   EXPECT_EQ(run_hardware({"--format", "xml"}).code, 2);
 }
 
+TEST(HardwareCommandTest, BusBandwidthTable) {
+  Result r = run_hardware(
+      {"--bus-bandwidth", "--show", "h100", "--gpus", "8,16", "--sizes", "64KiB,1GiB"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("predicted bus bandwidth (GB/s, as nccl-tests reports busbw) on 'h100'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("collective           size              8 GPUs             16 GPUs"),
+            std::string::npos)
+      << r.out;
+  // Three collectives x two sizes.
+  EXPECT_NE(r.out.find("all-gather         64 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-reduce          1 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nvls/Simple"), std::string::npos) << r.out;  // 1 GiB on one H100 node
+  r = run_hardware(
+      {"--bus-bandwidth", "--show", "a100", "--gpus", "16", "--sizes", "1GiB", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["hardware"], "a100");
+  ASSERT_EQ(j["rows"].size(), 3U);
+  EXPECT_EQ(j["rows"][0]["collective"], "all-gather");
+  EXPECT_EQ(j["rows"][0]["gpus"], 16);
+  EXPECT_EQ(j["rows"][0]["algorithm"], "ring");
+  // A100: 8 HDR NICs (25 GB/s x 0.94 each) per node, NVLink 300 x 0.824: the NICs bound the
+  // ring at 188 GB/s, less the latency of a 1 GiB call.
+  const double bus = j["rows"][0]["bus_gb_per_s"].get<double>();
+  EXPECT_GT(bus, 180.0);
+  EXPECT_LT(bus, 188.0);
+}
+
+TEST(HardwareCommandTest, BusBandwidthErrors) {
+  Result r = run_hardware({"--bus-bandwidth"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--bus-bandwidth needs --show NAME or --file FILE"), std::string::npos)
+      << r.err;
+  r = run_hardware({"--show", "h100", "--gpus", "8"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--gpus and --sizes need --bus-bandwidth"), std::string::npos) << r.err;
+  r = run_hardware({"--bus-bandwidth", "--show", "h100", "--gpus", "8,1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--gpus item '1': expected an integer in [2, 1048576]"), std::string::npos)
+      << r.err;
+  r = run_hardware({"--bus-bandwidth", "--show", "h100", "--sizes", "1TB"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--sizes item '1TB': expected a size like 4096, 64KiB, 16MiB or 1GiB in "
+                       "[1, 1099511627776]"),
+            std::string::npos)
+      << r.err;
+  r = run_hardware({"--bus-bandwidth", "--show", "h100", "--gpus", "64", "--sizes", "32"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err,
+            "fsdpsim: error: bus bandwidth: size: expected at least one byte per GPU (64), got "
+            "32\n");
+}
+
 }  // namespace
 }  // namespace fsdp::cli

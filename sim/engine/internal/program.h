@@ -44,7 +44,7 @@ struct CollStep {
   SimDuration transfer;  // bandwidth term at the full link rate
   double bus_bytes = 0;
   std::int32_t axis = 0;
-  std::uint8_t link = 0;  // 1 inter-node, 0 intra-node
+  std::uint8_t link = 0;  // 1 the node's NICs, 0 NVLink (LinkSharing's link index)
 };
 
 struct StreamProgram {

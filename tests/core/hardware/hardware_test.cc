@@ -116,6 +116,65 @@ TEST(HardwareJsonTest, ComputeProfileRoundTripsAndIsOptional) {
             "1000], got 1200");
 }
 
+TEST(HardwareTest, PresetsCarryTheirNicsAndNvls) {
+  for (const char* name : {"a100", "a100-40gb", "h100", "h100-96gb", "h200", "b200"}) {
+    const Hardware hw = find_hardware_preset(name).value();
+    EXPECT_EQ(hw.nics_per_node(), 8) << name;  // one compute NIC per GPU on every DGX/HGX node
+    EXPECT_EQ(hw.collectives(), CollectiveModel::kNccl) << name;
+  }
+  EXPECT_EQ(find_hardware_preset("gb200")->nics_per_node(), 72);
+  EXPECT_EQ(find_hardware_preset("a100")->nvls_permille(), 0);  // no NVLink SHARP on Ampere
+  EXPECT_EQ(find_hardware_preset("h100")->nvls_permille(), 850);
+  EXPECT_EQ(find_hardware_preset("b200")->nvls_permille(), 740);
+}
+
+TEST(HardwareJsonTest, OldFilesGetOneNicPerDeviceNoNvlsAndAlphaBeta) {
+  const Hardware hw = parse_hardware_json(custom().dump(), "hw.json").value();
+  EXPECT_EQ(hw.nics_per_node(), 4);  // devices_per_node
+  EXPECT_EQ(hw.nvls_permille(), 0);
+  EXPECT_EQ(hw.collectives(), CollectiveModel::kAlphaBeta);
+  // A spec built in code with nics_per_node 0 means the same.
+  HardwareSpec spec = hw.spec();
+  spec.nics_per_node = 0;
+  EXPECT_EQ(Hardware::make(spec)->nics_per_node(), 4);
+}
+
+TEST(HardwareJsonTest, NicsNvlsAndCollectivesRoundTrip) {
+  json doc = custom();
+  doc["nics_per_node"] = 2;
+  doc["nvls_permille"] = 850;
+  doc["collectives"] = "nccl";
+  const Hardware hw = parse_hardware_json(doc.dump(), "hw.json").value();
+  EXPECT_EQ(hw.nics_per_node(), 2);
+  EXPECT_EQ(hw.nvls_permille(), 850);
+  EXPECT_EQ(hw.collectives(), CollectiveModel::kNccl);
+  EXPECT_EQ(parse_hardware_json(hardware_to_json_text(hw), "again").value(), hw);
+  const std::string text = to_string(hw);
+  EXPECT_NE(text.find("NICs per node:        2"), std::string::npos) << text;
+  EXPECT_NE(text.find("NVLink SHARP:         85% efficiency"), std::string::npos) << text;
+  EXPECT_NE(text.find("GB/s per NIC per direction"), std::string::npos) << text;
+}
+
+TEST(HardwareJsonTest, BadNicsNvlsOrCollectivesAreNamed) {
+  json d = custom();
+  d["nics_per_node"] = 0;
+  EXPECT_EQ(parse_error(d), "hw.json: field 'nics_per_node': expected a positive integer, got 0");
+  d = custom();
+  d["nvls_permille"] = 1001;
+  EXPECT_EQ(parse_error(d),
+            "hw.json: hardware 'lab': field 'nvls_permille': expected an integer in [0, 1000], "
+            "got 1001");
+  d = custom();
+  d["collectives"] = "mpi";
+  EXPECT_EQ(parse_error(d),
+            "hw.json: field 'collectives': expected \"nccl\" or \"alpha-beta\", got \"mpi\"");
+  HardwareSpec spec = parse_hardware_json(custom().dump(), "hw.json")->spec();
+  spec.nics_per_node = -1;
+  EXPECT_EQ(Hardware::make(spec).error().message(),
+            "hardware 'lab': field 'nics_per_node': expected a positive integer (or 0: one per "
+            "device), got -1");
+}
+
 TEST(HardwareJsonTest, ParsesACustomCluster) {
   const auto hw = parse_hardware_json(custom().dump(), "hw.json");
   ASSERT_TRUE(hw.has_value()) << hw.error().message();
