@@ -562,8 +562,8 @@ class ProgramBuilder {
   bool reshards_after_forward(std::int32_t u) const {
     const FrameworkProfile& f = config_.framework();
     const bool block = model_.units()[static_cast<std::size_t>(u)].activations().block;
-    if (!block && !f.root_reshards_after_forward()) {
-      return false;
+    if (!block) {
+      return f.root_reshards_after_forward();
     }
     switch (f.reshard_after_forward()) {
       case ReshardAfterForward::kAll:

@@ -15,6 +15,7 @@
 #include "cli/subcommands.h"
 #include "cli/sweep_format.h"
 #include "core/base/strings.h"
+#include "core/policy/framework_profile.h"
 #include "tests/cli/cli_test_util.h"
 
 #include <gtest/gtest.h>
@@ -202,9 +203,11 @@ TEST(SweepCommandTest, ConfigurationsThatDoNotFitAreNeverOnTheFront) {
   ASSERT_LT(peaks.front(), peaks.back());
   // A device between the smallest and the largest peak: some configurations fit, some do not.
   const std::int64_t capacity = peaks[peaks.size() / 2];
+  // The device also holds the runtime's CUDA context and NCCL buffers, outside the allocator.
+  const std::int64_t runtime = FrameworkProfile().runtime_memory().outside_allocator_bytes;
   const std::string hardware = write_temp(
       "fsdpsim_sweep_small_device.json",
-      str_cat(R"({"name": "small", "devices_per_node": 4, "memory_bytes": )", capacity,
+      str_cat(R"({"name": "small", "devices_per_node": 4, "memory_bytes": )", capacity + runtime,
               R"(, "peak_bf16_flops": 989000000000000, "peak_fp32_flops": 67000000000000,
               "hbm_bytes_per_s": 3350000000000, "intra_node_bytes_per_s": 450000000000,
               "intra_node_latency_ns": 3000, "inter_node_bytes_per_s": 50000000000,
