@@ -286,5 +286,27 @@ TEST(SweepCommandTest, BadInputsAreOneLineErrors) {
   }
 }
 
+
+// --framework (and the precision flags) apply to every point of the sweep.
+TEST(SweepCommandTest, FrameworkAppliesToEveryConfiguration) {
+  const nlohmann::json megatron = sweep_json();
+  const nlohmann::json fsdp2 =
+      sweep_json({{"--framework", "fsdp2"}, {"--reduce-dtype", "fp32"}});
+  ASSERT_EQ(megatron["configurations"].size(), fsdp2["configurations"].size());
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < fsdp2["configurations"].size(); ++i) {
+    const auto& a = megatron["configurations"][i];
+    const auto& b = fsdp2["configurations"][i];
+    EXPECT_FALSE(b.contains("error")) << b.dump();
+    moved += a["peak_reserved_bytes"] != b["peak_reserved_bytes"] ? 1 : 0;
+  }
+  // fp32 partial grads, transient fp32 main grads and no weight shard: most peaks move (a few
+  // keep their reserved segments).
+  EXPECT_GT(2 * moved, fsdp2["configurations"].size());
+  const Result bad = run_sweep(small_sweep({{"--framework", "zero"}}));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--framework is 'zero'"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace fsdp::cli
