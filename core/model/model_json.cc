@@ -182,9 +182,8 @@ Expected<Unit> parse_unit(const json& value, const std::string& source, const st
     FSDP_TRY(const json* obj, r.get_object("activation_bytes_per_token"));
     FSDP_TRY(const JsonObjectReader a,
              JsonObjectReader::make(*obj, source, r.field_path("activation_bytes_per_token")));
-    FSDP_RETURN_IF_ERROR(
-        a.reject_unknown({"stored", "recompute", "selective_op", "core_attention", "block",
-                          "loss_logits"}));
+    FSDP_RETURN_IF_ERROR(a.reject_unknown(
+        {"stored", "recompute", "selective_op", "core_attention", "block", "loss_logits"}));
     FSDP_TRY(activations.stored, a.get_int_or("stored", 0, 0));
     FSDP_TRY(activations.recompute, a.get_int_or("recompute", 0, 0));
     FSDP_TRY(activations.selective_op, read_checkpoint_figures(a, "selective_op", source));

@@ -57,15 +57,14 @@ Expected<Framework> parse_framework(std::string_view text) {
 }
 
 Expected<ReshardAfterForward> parse_reshard_after_forward(std::string_view text) {
-  for (ReshardAfterForward r : {ReshardAfterForward::kAll, ReshardAfterForward::kAllButLast,
-                                ReshardAfterForward::kNone}) {
+  for (ReshardAfterForward r :
+       {ReshardAfterForward::kAll, ReshardAfterForward::kAllButLast, ReshardAfterForward::kNone}) {
     if (text == to_string(r)) {
       return r;
     }
   }
-  return Error(ErrorCode::kInvalidArgument,
-               str_cat("--reshard-after-forward is '", text,
-                       "'; expected all, all-but-last or none"));
+  return Error(ErrorCode::kInvalidArgument, str_cat("--reshard-after-forward is '", text,
+                                                    "'; expected all, all-but-last or none"));
 }
 
 FrameworkProfile FrameworkProfile::make(Framework framework, ReshardAfterForward reshard) {

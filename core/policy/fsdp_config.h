@@ -34,7 +34,7 @@ struct FsdpOptions {
   MixedPrecisionPolicy mixed_precision;
   OptimizerPolicy optimizer;
   SchedulePolicy schedule;
-  FrameworkProfile framework;         // buffer lifetimes and copies of the framework
+  FrameworkProfile framework;  // buffer lifetimes and copies of the framework
   friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 

@@ -26,8 +26,7 @@ Expected<MixedPrecisionPolicy> MixedPrecisionPolicy::make(DType main_params_dtyp
 Expected<MixedPrecisionPolicy> MixedPrecisionPolicy::with_collective_dtypes(
     std::optional<DType> reduce_dtype, bool fp8_all_gather) const {
   if (reduce_dtype == DType::kFp8) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "reduce dtype must be fp32, bf16 or fp16, got fp8");
+    return Error(ErrorCode::kInvalidArgument, "reduce dtype must be fp32, bf16 or fp16, got fp8");
   }
   MixedPrecisionPolicy out = *this;
   out.reduce_dtype_ = reduce_dtype;

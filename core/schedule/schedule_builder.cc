@@ -375,8 +375,7 @@ class ProgramBuilder {
                                  g.compute_dtype, model_elements, dtype_bytes(g.compute_dtype),
                                  &r.model_weight));
       }
-      if (g.trainable && g.main_grad_resident &&
-          !config_.framework().transient_main_grads()) {
+      if (g.trainable && g.main_grad_resident && !config_.framework().transient_main_grads()) {
         FSDP_RETURN_IF_ERROR(add(BufferClass::kMainGrads, ResidentKind::kMainGrad,
                                  g.main_grad_dtype, grad, dtype_bytes(g.main_grad_dtype),
                                  &r.main_grad));
@@ -471,8 +470,7 @@ class ProgramBuilder {
                     : resident_weight(gi, Access::kRead);
         }
         src.access = Access::kRead;
-        FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kUnshard)[s],
-                                        OpKind::kAllGather,
+        FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kUnshard)[s], OpKind::kAllGather,
                                         static_cast<std::int32_t>(unshard_leg.steps[s].axis),
                                         g.gather_dtype, moved, StreamKind::kAllGather,
                                         {src, unsharded}));
@@ -534,9 +532,8 @@ class ProgramBuilder {
         continue;
       }
       FSDP_TRY(std::int64_t elements, weight_elements(g, g.numel));
-      FSDP_TRY(copy_out_buffer_[gidx],
-               alloc(StreamKind::kCompute, BufferClass::kUnshardedWeights, g.unit, g.group,
-                     g.gather_dtype, elements));
+      FSDP_TRY(copy_out_buffer_[gidx], alloc(StreamKind::kCompute, BufferClass::kUnshardedWeights,
+                                             g.unit, g.group, g.gather_dtype, elements));
       FSDP_TRY(std::int64_t flat, weight_elements(g, g.layout.size()));
       Op op = base(OpKind::kCast, StreamKind::kCompute, g.unit, g.group);
       std::int64_t read = 0;
@@ -789,9 +786,8 @@ class ProgramBuilder {
     // §4.6 steps 1-3: partial buffer on RS, copy on compute, collective on RS.
     // FSDP2 allocates the reduce-scatter input on the compute stream (foreach_reduce); the
     // copy-in casts the autograd gradient to the reduce dtype.
-    const StreamKind partial_stream = config_.framework().partial_grads_on_compute_stream()
-                                          ? StreamKind::kCompute
-                                          : rs_;
+    const StreamKind partial_stream =
+        config_.framework().partial_grads_on_compute_stream() ? StreamKind::kCompute : rs_;
     FSDP_TRY(std::int32_t partial, alloc(partial_stream, BufferClass::kPartialGrads, g.unit,
                                          g.group, g.reduce_dtype, g.layout.size()));
     sync(rs_, StreamKind::kCompute);
@@ -826,8 +822,8 @@ class ProgramBuilder {
     // by a grad-accumulate op.
     std::int32_t reduced = -1;
     if (!reduce.steps.empty() && (mb_ > 0 || g.reduce_dtype != g.main_grad_dtype)) {
-      FSDP_TRY(reduced, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.reduce_dtype,
-                              grad_local));
+      FSDP_TRY(reduced,
+               alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.reduce_dtype, grad_local));
     }
     for (std::size_t s = 0; s < reduce.steps.size(); ++s) {
       FSDP_TRY(std::int64_t n,
@@ -852,14 +848,12 @@ class ProgramBuilder {
         FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.reduce_dtype, n, rs_,
                                         {src, dst, accumulator(gi, accumulate)}));
       } else {
-        FSDP_RETURN_IF_ERROR(
-            collective(g, index, kind, axis, g.reduce_dtype, n, rs_, {src, dst}));
+        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.reduce_dtype, n, rs_, {src, dst}));
       }
     }
     if (reduce.steps.empty()) {
       std::int64_t bytes = 0;
-      if (!checked_mul(grad_local,
-                       dtype_bytes(g.reduce_dtype) + 2 * dtype_bytes(g.main_grad_dtype),
+      if (!checked_mul(grad_local, dtype_bytes(g.reduce_dtype) + 2 * dtype_bytes(g.main_grad_dtype),
                        &bytes)) {
         return Error(ErrorCode::kOutOfRange, "gradient accumulation bytes overflow int64");
       }
@@ -942,8 +936,8 @@ class ProgramBuilder {
       std::int64_t total = 0;
       for (const GroupPlan& plan : groups_) {
         if (plan.geo->trainable) {
-          FSDP_TRY(std::int64_t opt, local_elements(*plan.geo, plan.geo->placements.optimizer(),
-                                                    rank_));
+          FSDP_TRY(std::int64_t opt,
+                   local_elements(*plan.geo, plan.geo->placements.optimizer(), rank_));
           if (!checked_add(total, opt, &total)) {
             return Error(ErrorCode::kOutOfRange, "optimizer scratch overflows int64");
           }
@@ -1004,8 +998,8 @@ class ProgramBuilder {
       }
       if (main_grad_buffer_[gi] >= 0) {
         // A transient sharded grad (PyTorch FSDP: zero_grad(set_to_none=True) frees it).
-        free_buffer(StreamKind::kCompute, main_grad_buffer_[gi], BufferClass::kMainGrads,
-                    g.unit, g.group);
+        free_buffer(StreamKind::kCompute, main_grad_buffer_[gi], BufferClass::kMainGrads, g.unit,
+                    g.group);
         main_grad_buffer_[gi] = -1;
       }
     }

@@ -196,8 +196,8 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
     // the runtime's workspaces come from the allocator before the step (docs/design/simulator.md,
     // "Runtime memory").
     const RuntimeMemory& runtime = schedule.runtime_memory();
-    m.capacity_bytes = std::max<std::int64_t>(
-        hardware.memory_bytes() - runtime.outside_allocator_bytes, 0);
+    m.capacity_bytes =
+        std::max<std::int64_t>(hardware.memory_bytes() - runtime.outside_allocator_bytes, 0);
     m.runtime_outside_allocator_bytes = runtime.outside_allocator_bytes;
     m.runtime_allocator_bytes = runtime.allocator_bytes;
     for (const ResidentBuffer& b : programs[p].resident) {

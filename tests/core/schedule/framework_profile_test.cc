@@ -180,10 +180,8 @@ TEST(FrameworkProfileTest, ReshardAfterForwardKeepsTheChosenUnitsGathered) {
   // Under Megatron-FSDP the embedding and the head are resharded whatever the blocks do.
   const Schedule none = build(framework(Framework::kMegatronFsdp, ReshardAfterForward::kNone));
   for (std::int32_t u = 0; u < llama().num_units(); ++u) {
-    EXPECT_EQ(kept_after_forward(none, u), u == unit_index(none, "embedding") ||
-                                                   u == unit_index(none, "head")
-                                               ? 0
-                                               : 1)
+    EXPECT_EQ(kept_after_forward(none, u),
+              u == unit_index(none, "embedding") || u == unit_index(none, "head") ? 0 : 1)
         << none.unit_names()[static_cast<std::size_t>(u)];
   }
   // Weights kept from forward are not gathered again in backward: the blocks' backward has no
@@ -220,13 +218,13 @@ TEST(FrameworkProfileTest, PrecisionChangesCollectiveBytesAndBuffers) {
     }
   }
   FsdpOptions fp32_param;
-  fp32_param.mixed_precision = MixedPrecisionPolicy::make(DType::kFp32, std::nullopt,
-                                                          DType::kFp32).value();
+  fp32_param.mixed_precision =
+      MixedPrecisionPolicy::make(DType::kFp32, std::nullopt, DType::kFp32).value();
   EXPECT_EQ(leg_bytes(build(fp32_param), CollectiveLeg::kUnshard), 2 * gather);
   FsdpOptions fp8;
   fp8.mixed_precision = MixedPrecisionPolicy().with_collective_dtypes(std::nullopt, true).value();
-  const Schedule f = build(fp8, Workload{.seq_len = 2048, .micro_batch_size = 2,
-                                         .matmul_dtype = DType::kFp8});
+  const Schedule f =
+      build(fp8, Workload{.seq_len = 2048, .micro_batch_size = 2, .matmul_dtype = DType::kFp8});
   EXPECT_EQ(leg_bytes(f, CollectiveLeg::kUnshard) * 2, gather);
   EXPECT_EQ(leg_bytes(f, CollectiveLeg::kGradReduce), reduce);
   for (const Op& op : f.programs()[0].ops) {
