@@ -61,7 +61,22 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "math of the weight matmuls: bf16 | fp8 (dynamic tensorwise float8; attention stays bf16)")
       ("kernels", po::value(&o->kernels)->default_value(o->kernels),
        "torch (PyTorch eager or compiled, FlashAttention-2) | te (Transformer Engine: fused\n"
-       "kernels, cuDNN attention) | auto (the framework's: te for megatron-fsdp)");
+       "kernels, cuDNN attention) | auto (the framework's: te for megatron-fsdp, torch for\n"
+       "fsdp2 and fsdp1)")
+      ("param-dtype", po::value(&o->param_dtype),
+       "dtype weights are gathered and held unsharded (and computed) in: bf16 | fp32\n"
+       "(default: the model's parameter dtype)")
+      ("reduce-dtype", po::value(&o->reduce_dtype),
+       "dtype gradients are reduce-scattered in: fp32 | bf16 (default: the gradient dtype)")
+      ("fp8-all-gather", po::bool_switch(&o->fp8_all_gather),
+       "weights all-gathered and held unsharded in fp8 (torchao float8; needs --compute-dtype fp8)")
+      ("framework", po::value(&o->framework)->default_value(o->framework),
+       "megatron-fsdp (DBuffer) | fsdp2 (all-gather output + per-parameter copy-out) | fsdp1\n"
+       "(flat parameters): buffer lifetimes, copies, loss and optimizer temporaries")
+      ("reshard-after-forward",
+       po::value(&o->reshard_after_forward)->default_value(o->reshard_after_forward),
+       "which transformer blocks free their gathered weights after forward: all | all-but-last\n"
+       "(torchtitan) | none");
   add_model_size_options(desc, &o->sizes);
 }
 
@@ -117,7 +132,15 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
   if (!main) {
     return ctx("main-params", main.error());
   }
-  auto mp = MixedPrecisionPolicy::make(*main, std::nullopt, std::nullopt);
+  std::optional<DType> param_dtype;
+  if (!o.param_dtype.empty()) {
+    if (o.param_dtype != "bf16" && o.param_dtype != "fp32") {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("--param-dtype is '", o.param_dtype, "'; expected bf16 or fp32"));
+    }
+    param_dtype = o.param_dtype == "bf16" ? DType::kBf16 : DType::kFp32;
+  }
+  auto mp = MixedPrecisionPolicy::make(*main, std::nullopt, param_dtype);
   if (!mp) {
     return ctx("main-params", mp.error());
   }
@@ -145,6 +168,31 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
   if (!recompute) {
     return recompute.error();
   }
+  std::optional<DType> reduce_dtype;
+  if (!o.reduce_dtype.empty()) {
+    if (o.reduce_dtype != "bf16" && o.reduce_dtype != "fp32") {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("--reduce-dtype is '", o.reduce_dtype, "'; expected fp32 or bf16"));
+    }
+    reduce_dtype = o.reduce_dtype == "bf16" ? DType::kBf16 : DType::kFp32;
+  }
+  if (o.fp8_all_gather && o.compute_dtype != "fp8") {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--fp8-all-gather needs --compute-dtype fp8, got --compute-dtype '",
+                         o.compute_dtype, "'"));
+  }
+  auto precision = mp->with_collective_dtypes(reduce_dtype, o.fp8_all_gather);
+  if (!precision) {
+    return ctx("reduce-dtype", precision.error());
+  }
+  auto framework = parse_framework(o.framework);
+  if (!framework) {
+    return framework.error();
+  }
+  auto reshard = parse_reshard_after_forward(o.reshard_after_forward);
+  if (!reshard) {
+    return reshard.error();
+  }
   return ConfigOptions{.mesh = std::move(*mesh),
                        .strategy = *strategy,
                        .tensor_atomic = o.tensor_atomic,
@@ -153,9 +201,10 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
                        .microbatches = o.microbatches,
                        .grad_scale = o.grad_scale,
                        .recompute = *recompute,
-                       .mixed_precision = *mp,
+                       .mixed_precision = *precision,
                        .optimizer = *opt,
-                       .schedule = *sched};
+                       .schedule = *sched,
+                       .framework = FrameworkProfile::make(*framework, *reshard)};
 }
 
 Expected<Workload> make_workload(const RunOptions& o) {
@@ -179,8 +228,13 @@ Expected<Workload> make_workload(const RunOptions& o) {
   }
   if (o.kernels == "torch") {
     workload.kernels = KernelLibrary::kTorch;
-  } else if (o.kernels == "te" || o.kernels == "auto") {
+  } else if (o.kernels == "te") {
     workload.kernels = KernelLibrary::kTransformerEngine;
+  } else if (o.kernels == "auto") {
+    // The framework's own kernels: Transformer Engine under Megatron-FSDP, PyTorch's under
+    // FSDP1/FSDP2. An unknown --framework is reported by parse_config_options.
+    workload.kernels = o.framework == "megatron-fsdp" ? KernelLibrary::kTransformerEngine
+                                                      : KernelLibrary::kTorch;
   } else {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("--kernels is '", o.kernels, "'; expected torch, te or auto"));

@@ -45,13 +45,19 @@ struct RunOptions {
   bool compile = false;               // --compile
   std::string compute_dtype = "bf16";  // --compute-dtype: the weight matmuls' math
   std::string kernels = "auto";        // --kernels: torch | te | auto (the framework's)
+  std::string param_dtype;             // --param-dtype: bf16 | fp32; empty: the model's dtype
+  std::string reduce_dtype;            // --reduce-dtype: fp32 | bf16; empty: the grad dtype
+  bool fp8_all_gather = false;         // --fp8-all-gather
+  std::string framework = "megatron-fsdp";  // --framework: megatron-fsdp | fsdp2 | fsdp1
+  std::string reshard_after_forward = "all";  // --reshard-after-forward: all | all-but-last | none
   HubOverrides sizes;  // --layers, --hidden, ... (cli/model_argument.h)
 };
 
 // Adds --model, --mesh, --strategy, --microbatches, --shard-layout, --block, --prefetch,
 // --forward-prefetch, --backward-prefetch, --max-inflight-all-gathers, --unified-streams,
 // --recompute, --tensor-atomic, --main-params, --optimizer, --grad-scale, --seq-len,
-// --micro-batch-size, --compile, --compute-dtype, --kernels, with `defaults` as the defaults, and
+// --micro-batch-size, --compile, --compute-dtype, --kernels, --param-dtype, --reduce-dtype,
+// --fp8-all-gather, --framework, --reshard-after-forward, with `defaults` as the defaults, and
 // the model size options (cli/model_argument.h).
 void add_run_options(boost::program_options::options_description& desc, RunOptions* options);
 
@@ -68,9 +74,12 @@ Expected<Hardware> load_hardware_argument(const std::string& text);
 // The typed values of the options (all but --model, --seq-len and --micro-batch-size), each
 // text parsed once. The first error, named by its option ("--mesh: ...", "--strategy: ...",
 // "--shard-layout", "--main-params", "--optimizer", "--forward-prefetch", "--backward-prefetch",
-// "--max-inflight-all-gathers", "--recompute", checked in that order).
+// "--max-inflight-all-gathers", "--recompute", "--param-dtype", "--reduce-dtype",
+// "--fp8-all-gather" (it needs --compute-dtype fp8), "--framework", "--reshard-after-forward",
+// checked in that order).
 Expected<ConfigOptions> parse_config_options(const RunOptions& options);
-// --seq-len, --micro-batch-size, --compile and --compute-dtype; errors name the option.
+// --seq-len, --micro-batch-size, --compile, --compute-dtype and --kernels (auto: te for
+// megatron-fsdp, torch for fsdp2 and fsdp1); errors name the option.
 Expected<Workload> make_workload(const RunOptions& options);
 
 // What a planning subcommand works on: the model, the config and the workload of the options.

@@ -127,6 +127,89 @@ std::string recompute_line(const PlannedRun& run) {
   return buf;
 }
 
+// What --framework, --reshard-after-forward, --param-dtype, --reduce-dtype and
+// --fp8-all-gather do, from rank 0's program (docs/design/simulator.md, "Framework profiles").
+struct FrameworkEffects {
+  std::string gather_dtype = "bf16";  // of the first parameter group
+  std::string reduce_dtype = "bf16";
+  std::int64_t loss_forward_bytes = 0;   // the loss's transients, per microbatch
+  std::int64_t loss_backward_bytes = 0;
+  std::int64_t optimizer_scratch_bytes = 0;
+  std::int64_t copy_out_bytes = 0;       // largest copy-out buffer
+  std::int64_t kept_gathered_units = 0;  // units not resharded after their forward
+};
+
+FrameworkEffects framework_effects(const PlannedRun& run, const Schedule& schedule) {
+  FrameworkEffects e;
+  const ShardGeometry& geo = schedule.geometry();
+  if (!geo.groups.empty()) {
+    e.gather_dtype = std::string(to_string(geo.groups.front().gather_dtype));
+    e.reduce_dtype = std::string(to_string(geo.groups.front().reduce_dtype));
+  }
+  const RankProgram& program = schedule.programs()[static_cast<std::size_t>(
+      schedule.rank_class().front())];
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::kAlloc && op.buffer_class == BufferClass::kOptimizerState &&
+        op.phase == Phase::kStep) {
+      e.optimizer_scratch_bytes += op.bytes;
+    }
+    if (op.kind == OpKind::kAlloc && op.buffer_class == BufferClass::kUnshardedWeights &&
+        op.stream == StreamKind::kCompute) {
+      e.copy_out_bytes = std::max(e.copy_out_bytes, op.bytes);
+    }
+  }
+  for (const Unit& unit : run.model.units()) {
+    if (unit.activations().loss_logits > 0 && run.config.framework().eager_torch_loss()) {
+      const std::int64_t logits = unit.activations().loss_logits * run.workload.seq_len *
+                                  run.workload.micro_batch_size;
+      e.loss_forward_bytes += logits * 6;
+      e.loss_backward_bytes += logits * 8;
+    }
+  }
+  // Units whose forward leaves the gathered weights live: the schedule's first microbatch
+  // frees them only in backward. Counted from the ops: a unit whose last forward op is not
+  // followed by a free of its unsharded buffers before the backward phase.
+  std::vector<std::int32_t> live(static_cast<std::size_t>(run.model.num_units()), 0);
+  for (const Op& op : program.ops) {
+    if (op.microbatch != 0 || op.phase != Phase::kForward || op.unit < 0) {
+      continue;
+    }
+    if (op.buffer_class == BufferClass::kUnshardedWeights && op.kind == OpKind::kAlloc) {
+      ++live[static_cast<std::size_t>(op.unit)];
+    } else if (op.buffer_class == BufferClass::kUnshardedWeights && op.kind == OpKind::kFree) {
+      --live[static_cast<std::size_t>(op.unit)];
+    }
+  }
+  for (std::int32_t n : live) {
+    e.kept_gathered_units += n > 0 ? 1 : 0;
+  }
+  return e;
+}
+
+std::string framework_line(const PlannedRun& run, const Schedule& schedule) {
+  const FrameworkEffects e = framework_effects(run, schedule);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const RuntimeMemory runtime = schedule.runtime_memory();
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "framework %s, reshard after forward %s: weights gathered in %s%s, gradients "
+                "reduced in %s; %lld units keep gathered weights to backward; copy-out %.2f "
+                "GiB at most; loss transients %.2f GiB forward, %.2f GiB backward; optimizer "
+                "scratch %.2f GiB; runtime %.2f GiB outside the allocator, %.3f GiB workspace",
+                std::string(to_string(run.config.framework().framework())).c_str(),
+                std::string(to_string(run.config.framework().reshard_after_forward())).c_str(),
+                e.gather_dtype.c_str(),
+                run.config.mixed_precision().fp8_all_gather() ? " (--fp8-all-gather)" : "",
+                e.reduce_dtype.c_str(), static_cast<long long>(e.kept_gathered_units),
+                static_cast<double>(e.copy_out_bytes) / kGiB,
+                static_cast<double>(e.loss_forward_bytes) / kGiB,
+                static_cast<double>(e.loss_backward_bytes) / kGiB,
+                static_cast<double>(e.optimizer_scratch_bytes) / kGiB,
+                static_cast<double>(runtime.outside_allocator_bytes) / kGiB,
+                static_cast<double>(runtime.allocator_bytes) / kGiB);
+  return buf;
+}
+
 }  // namespace
 
 int run_simulate_command(std::span<const std::string> args, Io& io) {
@@ -282,6 +365,23 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
                                              : "torch"},
                              {"compile", workload.compile},
                              {"matmul_dtype", std::string(to_string(workload.matmul_dtype))}};
+    {
+      const FrameworkEffects e = framework_effects(*run, *schedule);
+      json["framework"] = {
+          {"framework", std::string(to_string(run->config.framework().framework()))},
+          {"reshard_after_forward",
+           std::string(to_string(run->config.framework().reshard_after_forward()))},
+          {"gather_dtype", e.gather_dtype},
+          {"reduce_dtype", e.reduce_dtype},
+          {"fp8_all_gather", run->config.mixed_precision().fp8_all_gather()},
+          {"units_kept_gathered", e.kept_gathered_units},
+          {"copy_out_bytes", e.copy_out_bytes},
+          {"loss_forward_bytes", e.loss_forward_bytes},
+          {"loss_backward_bytes", e.loss_backward_bytes},
+          {"optimizer_scratch_bytes", e.optimizer_scratch_bytes},
+          {"runtime_outside_allocator_bytes", schedule->runtime_memory().outside_allocator_bytes},
+          {"runtime_allocator_bytes", schedule->runtime_memory().allocator_bytes}};
+    }
     if (kernels) {
       json["compute_model"]["rank0_ms"] = {{"gemm", kernels->gemm * 1e3},
                                            {"attention", kernels->attention * 1e3},
@@ -293,6 +393,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     io.out << "model " << options.model << ", strategy " << options.strategy << ", seq-len "
            << options.seq_len << " x micro-batch-size " << options.micro_batch_size << "\n";
     io.out << recompute_line(*run) << "\n";
+    io.out << framework_line(*run, *schedule) << "\n";
     io.out << sim::render_sim_text(*result, *schedule, *hardware);
     if (kernels) {
       io.out << std::fixed << std::setprecision(1) << "per-op compute (" << kernel_setup

@@ -337,6 +337,15 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
        "math of the weight matmuls: bf16 | fp8")
       ("kernels", po::value(&run.kernels)->default_value(run.kernels),
        "torch | te | auto (the framework's)")
+      ("framework", po::value(&run.framework)->default_value(run.framework),
+       "megatron-fsdp | fsdp2 | fsdp1 (every point's buffer lifetimes and copies)")
+      ("reshard-after-forward",
+       po::value(&run.reshard_after_forward)->default_value(run.reshard_after_forward),
+       "all | all-but-last | none")
+      ("param-dtype", po::value(&run.param_dtype), "bf16 | fp32 (default: the model's)")
+      ("reduce-dtype", po::value(&run.reduce_dtype), "fp32 | bf16 (default: the gradient's)")
+      ("fp8-all-gather", po::bool_switch(&run.fp8_all_gather),
+       "weights gathered in fp8 (needs --compute-dtype fp8)")
       ("optimizer", po::value(&run.optimizer)->default_value(run.optimizer),
        "sgd | sgd-momentum | adam")
       ("main-params", po::value(&run.main_params)->default_value(run.main_params),

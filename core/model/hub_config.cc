@@ -541,6 +541,7 @@ Expected<Unit> build_head(const HubArch& a, std::string_view source) {
   c.activations.stored = m.add(m.mul(2, h, w), m.mul(4, a.vocab));
   c.activations.recompute = m.mul(h, w);
   not_a_block(c);
+  c.activations.loss_logits = a.vocab;
   return make_unit(source, "head", list, m, c);
 }
 

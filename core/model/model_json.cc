@@ -182,13 +182,14 @@ Expected<Unit> parse_unit(const json& value, const std::string& source, const st
     FSDP_TRY(const json* obj, r.get_object("activation_bytes_per_token"));
     FSDP_TRY(const JsonObjectReader a,
              JsonObjectReader::make(*obj, source, r.field_path("activation_bytes_per_token")));
-    FSDP_RETURN_IF_ERROR(
-        a.reject_unknown({"stored", "recompute", "selective_op", "core_attention", "block"}));
+    FSDP_RETURN_IF_ERROR(a.reject_unknown(
+        {"stored", "recompute", "selective_op", "core_attention", "block", "loss_logits"}));
     FSDP_TRY(activations.stored, a.get_int_or("stored", 0, 0));
     FSDP_TRY(activations.recompute, a.get_int_or("recompute", 0, 0));
     FSDP_TRY(activations.selective_op, read_checkpoint_figures(a, "selective_op", source));
     FSDP_TRY(activations.core_attention, read_checkpoint_figures(a, "core_attention", source));
     FSDP_TRY(activations.block, a.get_bool_or("block", true));
+    FSDP_TRY(activations.loss_logits, a.get_int_or("loss_logits", 0, 0));
   }
   UnitWork work;
   if (r.find("work") != nullptr) {
@@ -287,6 +288,9 @@ ordered_json model_to_json(const Model& model) {
     }
     if (!a.block) {
       activations["block"] = false;
+    }
+    if (a.loss_logits != 0) {
+      activations["loss_logits"] = a.loss_logits;
     }
     unit["activation_bytes_per_token"] = std::move(activations);
     if (!u.work().empty()) {

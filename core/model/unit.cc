@@ -44,6 +44,7 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
       {"flops attention_per_seq", flops.attention_per_seq},
       {"activation bytes stored", activations.stored},
       {"activation bytes recompute", activations.recompute},
+      {"activation loss_logits", activations.loss_logits},
   };
   std::vector<std::pair<std::string, std::int64_t>> checks(std::begin(figures), std::end(figures));
   for (const auto& [mode, f] : {std::pair{"selective_op", &activations.selective_op},

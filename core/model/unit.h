@@ -44,6 +44,10 @@ struct UnitActivations {
   // A transformer block: the unit torchtitan wraps in a checkpoint (its embedding and output
   // head are not); selective-layer:K counts these.
   bool block = true;
+  // Logits per token of the loss this unit computes (the head: the vocabulary size), 0 for the
+  // other units. The schedule builder adds the loss's buffers (docs/design/simulator.md,
+  // "The loss"); their bytes beyond `stored` are not in these figures.
+  std::int64_t loss_logits = 0;
   friend bool operator==(const UnitActivations&, const UnitActivations&) = default;
 };
 

@@ -22,7 +22,8 @@ Expected<FsdpConfig> assemble_config(const ConfigOptions& o) {
                       .recompute = o.recompute,
                       .mixed_precision = o.mixed_precision,
                       .optimizer = o.optimizer,
-                      .schedule = o.schedule};
+                      .schedule = o.schedule,
+                      .framework = o.framework};
   if (o.placements.has_value()) {
     if (o.placements->mesh() != o.mesh) {
       return Error(
@@ -46,7 +47,8 @@ ConfigOptions config_options_of(const FsdpConfig& c) {
                        .recompute = c.recompute(),
                        .mixed_precision = c.mixed_precision(),
                        .optimizer = c.optimizer(),
-                       .schedule = c.schedule()};
+                       .schedule = c.schedule(),
+                       .framework = c.framework()};
 }
 
 }  // namespace fsdp

@@ -16,6 +16,7 @@
 #include "core/mesh/device_mesh.h"
 #include "core/mesh/placements.h"
 #include "core/mesh/strategy.h"
+#include "core/policy/framework_profile.h"
 #include "core/policy/fsdp_config.h"
 #include "core/policy/mixed_precision_policy.h"
 #include "core/policy/optimizer_policy.h"
@@ -47,6 +48,7 @@ struct ConfigOptions {
   MixedPrecisionPolicy mixed_precision{};
   OptimizerPolicy optimizer{};
   SchedulePolicy schedule{};
+  FrameworkProfile framework{};  // megatron-fsdp, reshard after forward: all
   friend bool operator==(const ConfigOptions&, const ConfigOptions&) = default;
 };
 

@@ -65,16 +65,19 @@ Expected<FsdpConfig> make_fsdp_config(Strategy strategy, const DeviceMesh& mesh,
                                        .recompute = options.recompute,
                                        .mixed_precision = std::move(options.mixed_precision),
                                        .optimizer = std::move(options.optimizer),
-                                       .schedule = std::move(options.schedule)});
+                                       .schedule = std::move(options.schedule),
+                                       .framework = options.framework});
 }
 
 std::string to_string(const FsdpConfig& config) {
-  return str_cat("mesh=", to_string(config.mesh()), " ", to_string(config.placements()),
-                 " shard_layout=", to_string(config.shard_layout()),
-                 " block_size=", config.block_size(), " microbatches=", config.num_microbatches(),
-                 " grad_scale=", config.grad_scale(), " recompute=", to_string(config.recompute()),
-                 " ", to_string(config.mixed_precision()),
-                 " optimizer=", to_string(config.optimizer()), " ", to_string(config.schedule()));
+  return str_cat(
+      "mesh=", to_string(config.mesh()), " ", to_string(config.placements()),
+      " shard_layout=", to_string(config.shard_layout()), " block_size=", config.block_size(),
+      " microbatches=", config.num_microbatches(), " grad_scale=", config.grad_scale(),
+      " recompute=", to_string(config.recompute()), " ", to_string(config.mixed_precision()),
+      " optimizer=", to_string(config.optimizer()), " ", to_string(config.schedule()),
+      config.framework().is_default() ? std::string()
+                                      : str_cat(" framework=", to_string(config.framework())));
 }
 
 std::ostream& operator<<(std::ostream& os, const FsdpConfig& config) {

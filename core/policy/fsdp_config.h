@@ -16,6 +16,7 @@
 #include "core/mesh/device_mesh.h"
 #include "core/mesh/placements.h"
 #include "core/mesh/strategy.h"
+#include "core/policy/framework_profile.h"
 #include "core/policy/mixed_precision_policy.h"
 #include "core/policy/optimizer_policy.h"
 #include "core/policy/recompute_policy.h"
@@ -33,6 +34,7 @@ struct FsdpOptions {
   MixedPrecisionPolicy mixed_precision;
   OptimizerPolicy optimizer;
   SchedulePolicy schedule;
+  FrameworkProfile framework;  // buffer lifetimes and copies of the framework
   friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 
@@ -53,6 +55,7 @@ class FsdpConfig {
   const MixedPrecisionPolicy& mixed_precision() const { return options_.mixed_precision; }
   const OptimizerPolicy& optimizer() const { return options_.optimizer; }
   const SchedulePolicy& schedule() const { return options_.schedule; }
+  const FrameworkProfile& framework() const { return options_.framework; }
 
   // §4.7: microbatch `mb` (0-based) runs under microbatch(is_last = mb == n - 1). Only the last
   // one finalises gradients to the optimizer placements; earlier ones accumulate. FSDP_CHECKs
@@ -75,7 +78,8 @@ Expected<FsdpConfig> make_fsdp_config(Strategy strategy, const DeviceMesh& mesh,
 
 // One line: "mesh=dp=8 dp_axes=[dp] parameter=[...] ... shard_layout=padded block_size=1
 // microbatches=4 grad_scale=1 recompute=none main_params=fp32 ... optimizer=adam(state=fp32)
-// forward=next(1) ...".
+// forward=next(1) ..." and, for a framework profile other than the default, " framework=fsdp2
+// raf=all-but-last".
 std::string to_string(const FsdpConfig& config);
 std::ostream& operator<<(std::ostream& os, const FsdpConfig& config);
 

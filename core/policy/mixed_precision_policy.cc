@@ -23,6 +23,17 @@ Expected<MixedPrecisionPolicy> MixedPrecisionPolicy::make(DType main_params_dtyp
   return out;
 }
 
+Expected<MixedPrecisionPolicy> MixedPrecisionPolicy::with_collective_dtypes(
+    std::optional<DType> reduce_dtype, bool fp8_all_gather) const {
+  if (reduce_dtype == DType::kFp8) {
+    return Error(ErrorCode::kInvalidArgument, "reduce dtype must be fp32, bf16 or fp16, got fp8");
+  }
+  MixedPrecisionPolicy out = *this;
+  out.reduce_dtype_ = reduce_dtype;
+  out.fp8_all_gather_ = fp8_all_gather;
+  return out;
+}
+
 DType MixedPrecisionPolicy::grad_dtype_for(DType param_dtype) const {
   const DType compute = compute_dtype_for(param_dtype);
   return compute == DType::kFp8 ? DType::kBf16 : compute;
@@ -33,7 +44,10 @@ std::string to_string(const MixedPrecisionPolicy& policy) {
   const auto compute = policy.compute_dtype();
   return str_cat("main_params=", to_string(policy.main_params_dtype()),
                  " main_grads=", main_grads ? to_string(*main_grads) : "grad",
-                 " compute=", compute ? to_string(*compute) : "param");
+                 " compute=", compute ? to_string(*compute) : "param",
+                 policy.reduce_dtype() ? str_cat(" reduce=", to_string(*policy.reduce_dtype()))
+                                       : std::string(),
+                 policy.fp8_all_gather() ? " all_gather=fp8" : "");
 }
 
 std::ostream& operator<<(std::ostream& os, const MixedPrecisionPolicy& policy) {

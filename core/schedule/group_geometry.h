@@ -45,6 +45,8 @@ struct GroupGeometry {
   DType param_dtype = DType::kBf16;
   DType compute_dtype = DType::kBf16;
   DType grad_dtype = DType::kBf16;
+  DType reduce_dtype = DType::kBf16;  // partial-grad buffer and reduce leg (default: grad dtype)
+  DType gather_dtype = DType::kBf16;  // unsharded buffer and unshard leg (default: compute)
   DType main_grad_dtype = DType::kBf16;
   DType main_dtype = DType::kFp32;
   bool trainable = true;

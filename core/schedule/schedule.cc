@@ -32,7 +32,8 @@ bool operator==(const ScheduleParts& a, const ScheduleParts& b) {
          a.num_microbatches == b.num_microbatches && a.gradient_scale == b.gradient_scale &&
          a.programs == b.programs && a.rank_class == b.rank_class &&
          a.collectives == b.collectives && a.unit_names == b.unit_names &&
-         a.workload == b.workload && a.unit_work == b.unit_work && a.groups() == b.groups();
+         a.workload == b.workload && a.unit_work == b.unit_work &&
+         a.runtime_memory == b.runtime_memory && a.groups() == b.groups();
 }
 
 Expected<Schedule> Schedule::make(ScheduleParts parts) {

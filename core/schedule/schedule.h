@@ -19,6 +19,7 @@
 #include "core/base/expected.h"
 #include "core/mesh/device_mesh.h"
 #include "core/model/unit_work.h"
+#include "core/policy/framework_profile.h"
 #include "core/schedule/collective_leg.h"
 #include "core/schedule/group_geometry.h"
 #include "core/schedule/op.h"
@@ -108,6 +109,8 @@ struct ScheduleParts {
   // (indexed like unit_names; empty, or an empty entry: cost from the op's FLOPs).
   Workload workload;
   std::vector<UnitWork> unit_work;
+  // What the framework's process holds beside the programs' buffers (the simulator counts it).
+  RuntimeMemory runtime_memory;
   // The layouts, placements and legs of every parameter group (shared: a layout of a million
   // tensors is not copied with the schedule). Null: no groups.
   std::shared_ptr<const ShardGeometry> geometry;
@@ -133,6 +136,7 @@ class Schedule {
   const std::vector<CollectiveInfo>& collectives() const { return parts_.collectives; }
   const std::vector<std::string>& unit_names() const { return parts_.unit_names; }
   const Workload& workload() const { return parts_.workload; }
+  const RuntimeMemory& runtime_memory() const { return parts_.runtime_memory; }
   // The kernels of unit u's forward (UnitWork), or nullptr when the schedule has none for it.
   const UnitWork* unit_work(std::int32_t unit) const {
     return unit >= 0 && static_cast<std::size_t>(unit) < parts_.unit_work.size() &&

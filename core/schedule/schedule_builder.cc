@@ -103,6 +103,7 @@ class ProgramBuilder {
     rs_ = unified_ ? StreamKind::kAllGather : StreamKind::kReduceScatter;
     gathered_event_.assign(units.size(), -1);
     unsharded_buffer_.assign(groups.size(), -1);
+    copy_out_buffer_.assign(groups.size(), -1);
     synced_weight_buffer_.assign(groups.size(), -1);
     main_grad_buffer_.assign(groups.size(), -1);
     final_grad_buffer_.assign(groups.size(), -1);
@@ -121,6 +122,10 @@ class ProgramBuilder {
     }
     for (std::int32_t u : forward_order) {
       forward_elements_.push_back(units[static_cast<std::size_t>(u)].param_elements);
+      if (model.units()[static_cast<std::size_t>(u)].activations().block &&
+          !units[static_cast<std::size_t>(u)].groups.empty()) {
+        last_block_ = u;
+      }
     }
     for (std::int32_t u : backward_order) {
       backward_elements_.push_back(units[static_cast<std::size_t>(u)].param_elements);
@@ -187,6 +192,9 @@ class ProgramBuilder {
     const GroupGeometry& g = geo(gi);
     const auto gidx = static_cast<std::size_t>(gi);
     if (!g.param_replicated) {
+      if (copy_out_buffer_[gidx] >= 0) {
+        return transient(copy_out_buffer_[gidx], Access::kRead, gi, Extent::kFull);
+      }
       return transient(unsharded_buffer_[gidx], Access::kRead, gi, Extent::kFull);
     }
     if (g.needs_weight_sync) {
@@ -358,13 +366,16 @@ class ProgramBuilder {
       };
       FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, ResidentKind::kMainWeight,
                                g.main_dtype, opt, dtype_bytes(g.main_dtype), &r.main_weight));
-      if (!g.aliases_main) {
+      // PyTorch FSDP keeps no low-precision shard: FSDP2 casts the fp32 shard while copying it
+      // into the all-gather input, FSDP1 into a transient _mp_shard (framework_profile.h).
+      if (!g.aliases_main &&
+          (g.param_replicated || config_.framework().keeps_model_weight_shard())) {
         FSDP_TRY(std::int64_t model_elements, weight_elements(g, opt));
         FSDP_RETURN_IF_ERROR(add(BufferClass::kShardedWeights, ResidentKind::kModelWeight,
                                  g.compute_dtype, model_elements, dtype_bytes(g.compute_dtype),
                                  &r.model_weight));
       }
-      if (g.trainable && g.main_grad_resident) {
+      if (g.trainable && g.main_grad_resident && !config_.framework().transient_main_grads()) {
         FSDP_RETURN_IF_ERROR(add(BufferClass::kMainGrads, ResidentKind::kMainGrad,
                                  g.main_grad_dtype, grad, dtype_bytes(g.main_grad_dtype),
                                  &r.main_grad));
@@ -441,7 +452,7 @@ class ProgramBuilder {
       FSDP_TRY(std::int64_t unsharded_elements, weight_elements(g, g.layout.size()));
       FSDP_TRY(unsharded_buffer_[gidx],
                alloc(StreamKind::kAllGather, BufferClass::kUnshardedWeights, g.unit, g.group,
-                     g.compute_dtype, unsharded_elements));
+                     g.gather_dtype, unsharded_elements));
       const Operand unsharded =
           transient(unsharded_buffer_[gidx], Access::kWrite, gi, Extent::kFull);
       const std::vector<Placement> full = all_replicate(g.placements.num_dp_axes());
@@ -459,10 +470,9 @@ class ProgramBuilder {
                     : resident_weight(gi, Access::kRead);
         }
         src.access = Access::kRead;
-        FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kUnshard)[s],
-                                        OpKind::kAllGather,
+        FSDP_RETURN_IF_ERROR(collective(g, plan.of(CollectiveLeg::kUnshard)[s], OpKind::kAllGather,
                                         static_cast<std::int32_t>(unshard_leg.steps[s].axis),
-                                        g.compute_dtype, moved, StreamKind::kAllGather,
+                                        g.gather_dtype, moved, StreamKind::kAllGather,
                                         {src, unsharded}));
       }
     }
@@ -481,6 +491,7 @@ class ProgramBuilder {
     }
     if (gathered_event_[uidx] >= 0) {
       wait(StreamKind::kCompute, gathered_event_[uidx], u);
+      FSDP_RETURN_IF_ERROR(copy_out(u));
     }
     const PrefetchPolicy& policy =
         forward ? config_.schedule().forward_prefetch() : config_.schedule().backward_prefetch();
@@ -506,10 +517,74 @@ class ProgramBuilder {
     return ok_status();
   }
 
+  // FSDP2's wait_for_unshard (foreach_all_gather_copy_out): on the compute stream, the flat
+  // all-gather output of each group is copied out to per-parameter tensors (the group's numel in
+  // the gather dtype, no padding), then freed; compute reads the copies until the reshard frees
+  // them (on the compute stream, where they were allocated).
+  Status copy_out(std::int32_t u) {
+    if (!config_.framework().copies_out()) {
+      return ok_status();
+    }
+    for (std::int32_t gi : units_[static_cast<std::size_t>(u)].groups) {
+      const GroupGeometry& g = geo(gi);
+      const auto gidx = static_cast<std::size_t>(gi);
+      if (g.param_replicated || unsharded_buffer_[gidx] < 0 || copy_out_buffer_[gidx] >= 0) {
+        continue;
+      }
+      FSDP_TRY(std::int64_t elements, weight_elements(g, g.numel));
+      FSDP_TRY(copy_out_buffer_[gidx], alloc(StreamKind::kCompute, BufferClass::kUnshardedWeights,
+                                             g.unit, g.group, g.gather_dtype, elements));
+      FSDP_TRY(std::int64_t flat, weight_elements(g, g.layout.size()));
+      Op op = base(OpKind::kCast, StreamKind::kCompute, g.unit, g.group);
+      std::int64_t read = 0;
+      std::int64_t written = 0;
+      if (!checked_mul(flat, dtype_bytes(g.gather_dtype), &read) ||
+          !checked_mul(elements, dtype_bytes(g.gather_dtype), &written) ||
+          !checked_add(read, written, &op.mem_bytes)) {
+        return Error(ErrorCode::kOutOfRange, "copy-out bytes overflow int64");
+      }
+      emit(op, {transient(unsharded_buffer_[gidx], Access::kRead, gi, Extent::kFull),
+                transient(copy_out_buffer_[gidx], Access::kWrite, gi, Extent::kFull)});
+      free_buffer(StreamKind::kCompute, unsharded_buffer_[gidx], BufferClass::kUnshardedWeights,
+                  g.unit, g.group);
+      unsharded_buffer_[gidx] = -1;
+    }
+    return ok_status();
+  }
+
+  // Whether unit u frees its unsharded weights after its forward (post_forward): the
+  // --reshard-after-forward policy for the transformer blocks; the units outside them (the
+  // root module's parameters: embedding, head) follow it under Megatron-FSDP and are never
+  // resharded by PyTorch FSDP1/FSDP2.
+  bool reshards_after_forward(std::int32_t u) const {
+    const FrameworkProfile& f = config_.framework();
+    const bool block = model_.units()[static_cast<std::size_t>(u)].activations().block;
+    if (!block) {
+      return f.root_reshards_after_forward();
+    }
+    switch (f.reshard_after_forward()) {
+      case ReshardAfterForward::kAll:
+        return true;
+      case ReshardAfterForward::kAllButLast:
+        return u != last_block_;
+      case ReshardAfterForward::kNone:
+        return false;
+    }
+    return true;
+  }
+
   void reshard(std::int32_t u) {
     const auto uidx = static_cast<std::size_t>(u);
     if (gathered_event_[uidx] < 0) {
       return;
+    }
+    for (std::int32_t gi : units_[uidx].groups) {
+      std::int32_t& buf = copy_out_buffer_[static_cast<std::size_t>(gi)];
+      if (buf >= 0) {
+        const GroupGeometry& g = geo(gi);
+        free_buffer(StreamKind::kCompute, buf, BufferClass::kUnshardedWeights, g.unit, g.group);
+        buf = -1;
+      }
     }
     sync(StreamKind::kCompute, StreamKind::kAllGather);
     for (std::int32_t gi : units_[uidx].groups) {
@@ -530,6 +605,26 @@ class ProgramBuilder {
       out.push_back(weight_operand(gi));
     }
     return out;
+  }
+
+  // Bytes per logit of the loss's transients under eager PyTorch: forward, the bf16 logits (2)
+  // and their fp32 upcast (4); backward, two fp32 gradients (8). Megatron's vocab-parallel
+  // cross entropy works in place in its kept fp32 softmax: none.
+  static constexpr std::int64_t kLossForwardBytes = 2 + 4;
+  static constexpr std::int64_t kLossBackwardBytes = 4 + 4;
+  // unit.activations().loss_logits x tokens x bytes_per_logit, 0 for a unit without a loss or a
+  // framework that keeps no loss transients.
+  Expected<std::int64_t> loss_bytes(const Unit& unit, std::int64_t bytes_per_logit) const {
+    const std::int64_t logits = unit.activations().loss_logits;
+    if (logits == 0 || !config_.framework().eager_torch_loss()) {
+      return std::int64_t{0};
+    }
+    std::int64_t bytes = 0;
+    if (!checked_mul(logits, tokens_, &bytes) || !checked_mul(bytes, bytes_per_logit, &bytes)) {
+      return Error(ErrorCode::kOutOfRange,
+                   str_cat("loss bytes of unit '", unit.name(), "' overflow int64"));
+    }
+    return bytes;
   }
 
   // --- forward (§4.3) ----------------------------------------------------------------------------
@@ -559,12 +654,27 @@ class ProgramBuilder {
       operands.push_back(transient(activation_buffer_[static_cast<std::size_t>(u)],
                                    Access::kWrite, -1, Extent::kNone));
     }
+    // The loss (docs/design/simulator.md, "The loss"): eager PyTorch holds the bf16 logits
+    // and their fp32 upcast while log_softmax writes the fp32 output kept for backward (in
+    // `act`).
+    std::int32_t loss_buffer = -1;
+    FSDP_TRY(const std::int64_t loss_forward, loss_bytes(unit, kLossForwardBytes));
+    if (loss_forward > 0) {
+      FSDP_TRY(loss_buffer, alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1,
+                                  DType::kFp8, loss_forward));
+      operands.push_back(transient(loss_buffer, Access::kWrite, -1, Extent::kNone));
+    }
     compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act, operands,
             unit_compute_dtype(u));
+    if (loss_buffer >= 0) {
+      free_buffer(StreamKind::kCompute, loss_buffer, BufferClass::kActivations, u, -1);
+    }
     for (std::int32_t c : model_.children(u)) {
       FSDP_RETURN_IF_ERROR(forward_unit(c));
     }
-    reshard(u);  // post_forward
+    if (reshards_after_forward(u)) {
+      reshard(u);  // post_forward
+    }
     return ok_status();
   }
 
@@ -635,8 +745,20 @@ class ProgramBuilder {
                                               Access::kWrite, gi, Extent::kNone));
       }
     }
+    // The loss's backward: nll_loss and log_softmax backward each write an fp32 logit gradient
+    // beside the kept fp32 output (eager PyTorch).
+    std::int32_t loss_grads = -1;
+    FSDP_TRY(const std::int64_t loss_backward, loss_bytes(unit, kLossBackwardBytes));
+    if (loss_backward > 0) {
+      FSDP_TRY(loss_grads, alloc(StreamKind::kCompute, BufferClass::kActivations, u, -1,
+                                 DType::kFp8, loss_backward));
+      backward_operands.push_back(transient(loss_grads, Access::kWrite, -1, Extent::kNone));
+    }
     compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes(), backward_operands,
             unit_compute_dtype(u));
+    if (loss_grads >= 0) {
+      free_buffer(StreamKind::kCompute, loss_grads, BufferClass::kActivations, u, -1);
+    }
     if (act >= 0) {
       free_buffer(StreamKind::kCompute, act, BufferClass::kActivations, u, -1);
       act = -1;
@@ -662,11 +784,16 @@ class ProgramBuilder {
     const RedistributeLeg& reduce = g.leg(CollectiveLeg::kGradReduce);
     const RedistributeLeg& finalize = g.leg(CollectiveLeg::kGradFinalize);
     // §4.6 steps 1-3: partial buffer on RS, copy on compute, collective on RS.
-    FSDP_TRY(std::int32_t partial, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group,
-                                         g.grad_dtype, g.layout.size()));
+    // FSDP2 allocates the reduce-scatter input on the compute stream (foreach_reduce); the
+    // copy-in casts the autograd gradient to the reduce dtype.
+    const StreamKind partial_stream =
+        config_.framework().partial_grads_on_compute_stream() ? StreamKind::kCompute : rs_;
+    FSDP_TRY(std::int32_t partial, alloc(partial_stream, BufferClass::kPartialGrads, g.unit,
+                                         g.group, g.reduce_dtype, g.layout.size()));
     sync(rs_, StreamKind::kCompute);
     std::int64_t copy_bytes = 0;
-    if (!checked_mul(g.numel, 2 * dtype_bytes(g.grad_dtype), &copy_bytes)) {
+    if (!checked_mul(g.numel, dtype_bytes(g.grad_dtype) + dtype_bytes(g.reduce_dtype),
+                     &copy_bytes)) {
       return Error(ErrorCode::kOutOfRange, "gradient copy bytes overflow int64");
     }
     const Operand copy_operands[] = {
@@ -677,9 +804,10 @@ class ProgramBuilder {
                 g.group);
     unit_grad_buffer_[gidx] = -1;
     sync(StreamKind::kCompute, rs_);
-    if (!g.main_grad_resident && main_grad_buffer_[gidx] < 0) {
+    if (resident_[gidx].main_grad < 0 && main_grad_buffer_[gidx] < 0) {
       // §4.6.3b: the finalised main grad of the last step was smaller; a fresh accumulation
-      // buffer is allocated on the first reduction of the step.
+      // buffer is allocated on the first reduction of the step. PyTorch FSDP's sharded grads
+      // (transient_main_grads) likewise.
       FSDP_TRY(std::int64_t grad_local, local_elements(g, g.placements.gradient(), rank_));
       FSDP_TRY(main_grad_buffer_[gidx], alloc(rs_, BufferClass::kMainGrads, g.unit, g.group,
                                               g.main_grad_dtype, grad_local));
@@ -693,9 +821,9 @@ class ProgramBuilder {
     // Without communication (ZeRO-1, no-shard) the partial buffer itself is that input, added in
     // by a grad-accumulate op.
     std::int32_t reduced = -1;
-    if (!reduce.steps.empty() && (mb_ > 0 || g.grad_dtype != g.main_grad_dtype)) {
-      FSDP_TRY(reduced, alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.grad_dtype,
-                              grad_local));
+    if (!reduce.steps.empty() && (mb_ > 0 || g.reduce_dtype != g.main_grad_dtype)) {
+      FSDP_TRY(reduced,
+               alloc(rs_, BufferClass::kPartialGrads, g.unit, g.group, g.reduce_dtype, grad_local));
     }
     for (std::size_t s = 0; s < reduce.steps.size(); ++s) {
       FSDP_TRY(std::int64_t n,
@@ -717,16 +845,16 @@ class ProgramBuilder {
       if (last) {
         // The output is added into the accumulator, scaled by the schedule's gradient scale (in
         // place when the output is the accumulator).
-        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.grad_dtype, n, rs_,
+        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.reduce_dtype, n, rs_,
                                         {src, dst, accumulator(gi, accumulate)}));
       } else {
-        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.grad_dtype, n, rs_, {src, dst}));
+        FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.reduce_dtype, n, rs_, {src, dst}));
       }
     }
     if (reduce.steps.empty()) {
       std::int64_t bytes = 0;
-      if (!checked_mul(grad_local,
-                       dtype_bytes(g.grad_dtype) + 2 * dtype_bytes(g.main_grad_dtype), &bytes)) {
+      if (!checked_mul(grad_local, dtype_bytes(g.reduce_dtype) + 2 * dtype_bytes(g.main_grad_dtype),
+                       &bytes)) {
         return Error(ErrorCode::kOutOfRange, "gradient accumulation bytes overflow int64");
       }
       Op op = base(OpKind::kGradAccumulate, rs_, g.unit, g.group);
@@ -799,6 +927,27 @@ class ProgramBuilder {
     mb_ = -1;
     const std::int64_t per_element = optimizer_flops_per_element(config_.optimizer());
     const std::int64_t state_bytes = config_.optimizer().state_bytes_per_element();
+    // torch.optim.AdamW(foreach=True): _multi_tensor_adam's torch._foreach_sqrt(exp_avg_sqs)
+    // allocates one state-dtype tensor per parameter of the step at once, live until the
+    // update's addcdiv; fused Adam (Megatron) none.
+    std::int32_t scratch = -1;
+    if (config_.framework().foreach_optimizer_scratch() &&
+        config_.optimizer().kind() == OptimizerKind::kAdam) {
+      std::int64_t total = 0;
+      for (const GroupPlan& plan : groups_) {
+        if (plan.geo->trainable) {
+          FSDP_TRY(std::int64_t opt,
+                   local_elements(*plan.geo, plan.geo->placements.optimizer(), rank_));
+          if (!checked_add(total, opt, &total)) {
+            return Error(ErrorCode::kOutOfRange, "optimizer scratch overflows int64");
+          }
+        }
+      }
+      if (total > 0) {
+        FSDP_TRY(scratch, alloc(StreamKind::kCompute, BufferClass::kOptimizerState, -1, -1,
+                                config_.optimizer().state_dtype(), total));
+      }
+    }
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const GroupGeometry& g = *groups_[gi].geo;
       const auto i = static_cast<std::int32_t>(gi);
@@ -835,6 +984,9 @@ class ProgramBuilder {
       if (cast_grad >= 0) {
         operands.push_back(transient(cast_grad, Access::kWrite, i, Extent::kOptimizer));
       }
+      if (scratch >= 0) {
+        operands.push_back(transient(scratch, Access::kWrite, -1, Extent::kNone));
+      }
       compute(OpKind::kOptimizerStep, g.unit, g.group, flops, mem, operands);
       if (cast_grad >= 0) {
         free_buffer(StreamKind::kCompute, cast_grad, BufferClass::kMainGrads, g.unit, g.group);
@@ -844,13 +996,22 @@ class ProgramBuilder {
                     g.unit, g.group);
         final_grad_buffer_[gi] = -1;
       }
+      if (main_grad_buffer_[gi] >= 0) {
+        // A transient sharded grad (PyTorch FSDP: zero_grad(set_to_none=True) frees it).
+        free_buffer(StreamKind::kCompute, main_grad_buffer_[gi], BufferClass::kMainGrads, g.unit,
+                    g.group);
+        main_grad_buffer_[gi] = -1;
+      }
+    }
+    if (scratch >= 0) {
+      free_buffer(StreamKind::kCompute, scratch, BufferClass::kOptimizerState, -1, -1);
     }
     // Post-step model-weight sync: AG waits on compute, casts and releases on AG, compute waits.
     sync(StreamKind::kCompute, StreamKind::kAllGather);
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const GroupGeometry& g = *groups_[gi].geo;
       const auto i = static_cast<std::int32_t>(gi);
-      if (!g.aliases_main) {
+      if (resident_[gi].model_weight >= 0) {
         FSDP_TRY(std::int64_t opt, local_elements(g, g.placements.optimizer(), rank_));
         FSDP_TRY(std::int64_t written, weight_elements(g, opt));
         Op op = base(OpKind::kCast, StreamKind::kAllGather, g.unit, g.group);
@@ -893,6 +1054,10 @@ class ProgramBuilder {
   std::int32_t next_buffer_ = 0;
   std::vector<std::int32_t> gathered_event_;
   std::vector<std::int32_t> unsharded_buffer_;
+  // FSDP2: the per-parameter unsharded tensors the flat all-gather output is copied out to
+  // (compute reads them); -1 while not copied out, and for the other frameworks.
+  std::vector<std::int32_t> copy_out_buffer_;
+  std::int32_t last_block_ = -1;  // the last transformer block in forward order, -1 for none
   std::vector<std::int32_t> synced_weight_buffer_;
   std::vector<std::int32_t> main_grad_buffer_;
   std::vector<std::int32_t> final_grad_buffer_;
@@ -978,8 +1143,9 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
     for (const LegSpec& spec : kLegSpecs) {
       const RedistributeLeg& leg = geo.leg(spec.leg);
       const std::vector<Placement> to = geo.leg_target(spec.leg);
-      const DType dtype = spec.moves_weights                       ? geo.compute_dtype
-                          : spec.leg == CollectiveLeg::kGradReduce ? geo.grad_dtype
+      const DType dtype = spec.leg == CollectiveLeg::kUnshard      ? geo.gather_dtype
+                          : spec.moves_weights                     ? geo.compute_dtype
+                          : spec.leg == CollectiveLeg::kGradReduce ? geo.reduce_dtype
                                                                    : geo.main_grad_dtype;
       for (std::size_t s = 0; s < leg.steps.size(); ++s) {
         const RedistributeStep& step = leg.steps[s];
@@ -1090,6 +1256,7 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
     any_work = any_work || !unit.work().empty();
   }
   parts.workload = workload;
+  parts.runtime_memory = config.framework().runtime_memory();
   if (any_work) {
     for (const Unit& unit : model.units()) {
       parts.unit_work.push_back(unit.work());

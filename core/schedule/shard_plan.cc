@@ -91,7 +91,12 @@ Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_
   g.param_dtype = grouping.dtype;
   g.compute_dtype = mp.compute_dtype_for(grouping.dtype);
   g.grad_dtype = mp.grad_dtype_for(grouping.dtype);
-  g.main_grad_dtype = mp.main_grads_dtype_for(grouping.dtype);
+  g.reduce_dtype = mp.reduce_dtype_for(grouping.dtype);
+  g.gather_dtype = mp.gather_dtype_for(grouping.dtype);
+  // PyTorch FSDP keeps the sharded gradient in the sharded (main) parameter's dtype.
+  g.main_grad_dtype = !mp.main_grads_dtype() && config.framework().main_grads_in_main_dtype()
+                          ? mp.main_params_dtype()
+                          : mp.main_grads_dtype_for(grouping.dtype);
   g.main_dtype = mp.main_params_dtype();
   g.trainable = grouping.requires_grad;
   g.aliases_main = mp.model_weight_aliases_main(grouping.dtype);

@@ -193,11 +193,22 @@ Expected<StreamProgram> compile_program(const Schedule& schedule, const Hardware
   for (std::size_t c = 0; c < nc; ++c) {
     const std::size_t p = static_cast<std::size_t>(classes.program[c]);
     MemoryResult& m = out.init_memory[c];
-    m.capacity_bytes = hardware.memory_bytes();
+    // The allocator can use the device memory beside the runtime's own (CUDA context, NCCL);
+    // the runtime's workspaces come from the allocator before the step (docs/design/simulator.md,
+    // "Runtime memory").
+    const RuntimeMemory& runtime = schedule.runtime_memory();
+    m.capacity_bytes =
+        std::max<std::int64_t>(hardware.memory_bytes() - runtime.outside_allocator_bytes, 0);
+    m.runtime_outside_allocator_bytes = runtime.outside_allocator_bytes;
+    m.runtime_allocator_bytes = runtime.allocator_bytes;
     for (const ResidentBuffer& b : programs[p].resident) {
       m.resident_by_class[static_cast<std::size_t>(b.buffer_class)] += b.bytes;
       m.resident_bytes += b.bytes;
       out.init_allocator[c].allocate(static_cast<int>(StreamKind::kCompute), b.bytes);
+    }
+    if (runtime.allocator_bytes > 0) {
+      out.init_allocator[c].allocate(static_cast<int>(StreamKind::kCompute),
+                                     runtime.allocator_bytes);
     }
     m.high_water_by_class = m.resident_by_class;
     m.peak_bytes = m.resident_bytes;

@@ -26,7 +26,12 @@ struct CommStat {
 };
 
 struct MemoryResult {
-  std::int64_t capacity_bytes = 0;  // device memory
+  // Device memory less what the runtime holds outside the caching allocator (CUDA context,
+  // NCCL buffers): what the IR's buffers and the allocator's segments may use.
+  std::int64_t capacity_bytes = 0;
+  std::int64_t runtime_outside_allocator_bytes = 0;
+  // The runtime's workspaces served by the allocator (cuBLAS): in the reserved bytes only.
+  std::int64_t runtime_allocator_bytes = 0;
   std::int64_t resident_bytes = 0;  // buffers live across steps
   std::array<std::int64_t, kNumBufferClasses> resident_by_class{};
   std::int64_t peak_bytes = 0;      // resident + transient at the peak instant

@@ -90,6 +90,9 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
     const MemoryResult& m = cr.memory;
     os << "  peak memory          " << gib(m.peak_bytes) << " of " << gib(m.capacity_bytes)
        << " (resident " << gib(m.resident_bytes) << ")";
+    if (m.runtime_outside_allocator_bytes > 0) {
+      os << " beside " << gib(m.runtime_outside_allocator_bytes) << " of CUDA context and NCCL";
+    }
     if (m.peak_op >= 0) {
       os << " at " << ms(m.peak_time) << ", op " << m.peak_op;
     }
@@ -176,6 +179,8 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Schedule& sched
     const MemoryResult& m = cr.memory;
     json mem;
     mem["capacity_bytes"] = m.capacity_bytes;
+    mem["runtime_outside_allocator_bytes"] = m.runtime_outside_allocator_bytes;
+    mem["runtime_allocator_bytes"] = m.runtime_allocator_bytes;
     mem["resident_bytes"] = m.resident_bytes;
     mem["peak_bytes"] = m.peak_bytes;
     mem["peak_time_ps"] = m.peak_time.ps();

@@ -88,5 +88,29 @@ TEST(ScheduleCommandTest, BadInputsAreOneLineErrors) {
   EXPECT_EQ(std::count(zero.err.begin(), zero.err.end(), '\n'), 1) << zero.err;
 }
 
+
+// --framework and --reshard-after-forward decide which units are gathered again in backward:
+// of the 4 units (embedding, 2 layers, head), PyTorch keeps the root's two gathered; none keeps
+// the layers too.
+TEST(ScheduleCommandTest, FrameworkAndReshardAfterForwardChangeTheGathers) {
+  const auto gathers = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--format", "json", "--mesh", "dp=2", "--layers", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_schedule(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("summary").at("all-gather").at("dp").get<int>();
+  };
+  EXPECT_EQ(gathers({}), 8);
+  EXPECT_EQ(gathers({"--framework", "fsdp2"}), 6);
+  EXPECT_EQ(gathers({"--framework", "fsdp1", "--reshard-after-forward", "all-but-last"}), 5);
+  EXPECT_EQ(gathers({"--framework", "fsdp2", "--reshard-after-forward", "none"}), 4);
+  EXPECT_EQ(gathers({"--reshard-after-forward", "none"}), 6);
+  const auto r = run_schedule({"--framework", "fsdp3"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--framework is 'fsdp3'; expected megatron-fsdp, fsdp2 or fsdp1"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace fsdp::cli

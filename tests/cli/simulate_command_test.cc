@@ -194,5 +194,108 @@ TEST(SimulateCommandTest, KernelFlagErrorsAreOneLine) {
   }
 }
 
+
+// Issue 15 items 2-4: the framework and precision flags. Each moves what it should, prints its
+// effect in one line and names itself in the JSON; bad values are one-line errors.
+nlohmann::json sim_json(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--seq-len",      "2048", "--mesh",   "dp=8",
+                                   "--microbatches", "1",    "--format", "json",
+                                   "--micro-batch-size", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = run_command(run_simulate_command, args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+std::int64_t reserved(const nlohmann::json& j) {
+  return j.at("classes").at(0).at("memory").at("peak_reserved_bytes").get<std::int64_t>();
+}
+
+TEST(SimulateCommandTest, FrameworkFlagsMoveMemoryAndKernels) {
+  const auto megatron = sim_json({});
+  const auto fsdp2 = sim_json({"--framework", "fsdp2"});
+  EXPECT_EQ(megatron.at("framework").at("framework"), "megatron-fsdp");
+  EXPECT_EQ(megatron.at("compute_model").at("kernels"), "te");
+  EXPECT_EQ(fsdp2.at("compute_model").at("kernels"), "torch");  // --kernels auto follows
+  EXPECT_EQ(sim_json({"--framework", "fsdp2", "--kernels", "te"}).at("compute_model").at("kernels"),
+            "te");
+  EXPECT_EQ(megatron.at("framework").at("loss_backward_bytes"), 0);
+  EXPECT_EQ(fsdp2.at("framework").at("loss_backward_bytes").get<std::int64_t>(),
+            std::int64_t{8} * 128256 * 4096);
+  EXPECT_GT(fsdp2.at("framework").at("optimizer_scratch_bytes").get<std::int64_t>(), 0);
+  EXPECT_GT(fsdp2.at("framework").at("copy_out_bytes").get<std::int64_t>(), 0);
+  EXPECT_EQ(sim_json({"--framework", "fsdp1"}).at("framework").at("copy_out_bytes"), 0);
+  // fp32 loss logits, the foreach scratch and the root kept gathered outweigh the bf16 shard
+  // and resident grads PyTorch does not keep.
+  EXPECT_GT(reserved(fsdp2), reserved(megatron));
+  // The units kept gathered from forward to backward: none by default; the root's two under
+  // PyTorch; the last block too with all-but-last.
+  EXPECT_EQ(megatron.at("framework").at("units_kept_gathered"), 0);
+  EXPECT_EQ(fsdp2.at("framework").at("units_kept_gathered"), 2);
+  const auto abl = sim_json({"--framework", "fsdp2", "--reshard-after-forward", "all-but-last"});
+  EXPECT_EQ(abl.at("framework").at("units_kept_gathered"), 3);
+  // Holding the last block gathered adds to what is live, never takes from it (here the peak is
+  // the head's backward, where the last block is gathered anyway).
+  EXPECT_GE(reserved(abl), reserved(fsdp2));
+  // The runtime's memory outside the allocator comes off the capacity.
+  const auto& mem = megatron.at("classes").at(0).at("memory");
+  EXPECT_EQ(mem.at("capacity_bytes").get<std::int64_t>() +
+                mem.at("runtime_outside_allocator_bytes").get<std::int64_t>(),
+            std::int64_t{80} << 30);
+  EXPECT_EQ(mem.at("runtime_allocator_bytes"), 32 << 20);
+}
+
+TEST(SimulateCommandTest, PrecisionFlagsMoveCollectiveBytes) {
+  const auto bytes = [](const nlohmann::json& j, const std::string& kind) {
+    double b = 0;
+    for (const auto& c : j.at("collectives")) {
+      if (c.at("kind") == kind) {
+        b += c.at("bus_bytes").get<double>();
+      }
+    }
+    return b;
+  };
+  const auto base = sim_json({});
+  const auto fp32_reduce = sim_json({"--reduce-dtype", "fp32"});
+  EXPECT_DOUBLE_EQ(bytes(fp32_reduce, "reduce-scatter"), 2 * bytes(base, "reduce-scatter"));
+  EXPECT_EQ(fp32_reduce.at("framework").at("reduce_dtype"), "fp32");
+  EXPECT_DOUBLE_EQ(bytes(sim_json({"--param-dtype", "fp32"}), "all-gather"),
+                   2 * bytes(base, "all-gather"));
+  const auto fp8 = sim_json({"--compute-dtype", "fp8", "--fp8-all-gather"});
+  EXPECT_DOUBLE_EQ(2 * bytes(fp8, "all-gather"), bytes(base, "all-gather"));
+  EXPECT_EQ(fp8.at("framework").at("gather_dtype"), "fp8");
+  EXPECT_EQ(sim_json({"--param-dtype", "bf16"}).at("step_time_ps"), base.at("step_time_ps"));
+}
+
+TEST(SimulateCommandTest, FrameworkLineNamesEveryEffect) {
+  const auto r = run_command(run_simulate_command,
+                             {"--mesh", "dp=8", "--microbatches", "1", "--framework", "fsdp2",
+                              "--reshard-after-forward", "all-but-last", "--reduce-dtype", "fp32"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("framework fsdp2, reshard after forward all-but-last: weights gathered in "
+                       "bf16, gradients reduced in fp32; 3 units keep gathered weights"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("of CUDA context and NCCL"), std::string::npos) << r.out;
+}
+
+TEST(SimulateCommandTest, FrameworkAndPrecisionErrorsAreOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--framework", "ddp"}, "--framework is 'ddp'; expected megatron-fsdp, fsdp2 or fsdp1"},
+      {{"--reshard-after-forward", "half"},
+       "--reshard-after-forward is 'half'; expected all, all-but-last or none"},
+      {{"--param-dtype", "fp16"}, "--param-dtype is 'fp16'; expected bf16 or fp32"},
+      {{"--reduce-dtype", "fp8"}, "--reduce-dtype is 'fp8'; expected fp32 or bf16"},
+      {{"--fp8-all-gather"},
+       "--fp8-all-gather needs --compute-dtype fp8, got --compute-dtype 'bf16'"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_command(run_simulate_command, args);
+    EXPECT_NE(r.code, 0) << args[0];
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace fsdp::cli

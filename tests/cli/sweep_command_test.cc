@@ -15,6 +15,7 @@
 #include "cli/subcommands.h"
 #include "cli/sweep_format.h"
 #include "core/base/strings.h"
+#include "core/policy/framework_profile.h"
 #include "tests/cli/cli_test_util.h"
 
 #include <gtest/gtest.h>
@@ -202,9 +203,11 @@ TEST(SweepCommandTest, ConfigurationsThatDoNotFitAreNeverOnTheFront) {
   ASSERT_LT(peaks.front(), peaks.back());
   // A device between the smallest and the largest peak: some configurations fit, some do not.
   const std::int64_t capacity = peaks[peaks.size() / 2];
+  // The device also holds the runtime's CUDA context and NCCL buffers, outside the allocator.
+  const std::int64_t runtime = FrameworkProfile().runtime_memory().outside_allocator_bytes;
   const std::string hardware = write_temp(
       "fsdpsim_sweep_small_device.json",
-      str_cat(R"({"name": "small", "devices_per_node": 4, "memory_bytes": )", capacity,
+      str_cat(R"({"name": "small", "devices_per_node": 4, "memory_bytes": )", capacity + runtime,
               R"(, "peak_bf16_flops": 989000000000000, "peak_fp32_flops": 67000000000000,
               "hbm_bytes_per_s": 3350000000000, "intra_node_bytes_per_s": 450000000000,
               "intra_node_latency_ns": 3000, "inter_node_bytes_per_s": 50000000000,
@@ -281,6 +284,28 @@ TEST(SweepCommandTest, BadInputsAreOneLineErrors) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+
+// --framework (and the precision flags) apply to every point of the sweep.
+TEST(SweepCommandTest, FrameworkAppliesToEveryConfiguration) {
+  const nlohmann::json megatron = sweep_json();
+  const nlohmann::json fsdp2 =
+      sweep_json({{"--framework", "fsdp2"}, {"--reduce-dtype", "fp32"}});
+  ASSERT_EQ(megatron["configurations"].size(), fsdp2["configurations"].size());
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < fsdp2["configurations"].size(); ++i) {
+    const auto& a = megatron["configurations"][i];
+    const auto& b = fsdp2["configurations"][i];
+    EXPECT_FALSE(b.contains("error")) << b.dump();
+    moved += a["peak_reserved_bytes"] != b["peak_reserved_bytes"] ? 1 : 0;
+  }
+  // fp32 partial grads, transient fp32 main grads and no weight shard: most peaks move (a few
+  // keep their reserved segments).
+  EXPECT_GT(2 * moved, fsdp2["configurations"].size());
+  const Result bad = run_sweep(small_sweep({{"--framework", "zero"}}));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--framework is 'zero'"), std::string::npos) << bad.err;
 }
 
 }  // namespace
