@@ -37,9 +37,10 @@ constexpr std::int64_t kBlackwellNvlsPermille = 740;
 // gemm_permille is fitted once per GPU family on the published runs by scripts/fit_compute.py.
 // Elementwise kernels reach 80% of HBM bandwidth (the simulator's memory_efficiency default).
 constexpr std::int64_t kElementwisePermille = 800;
-constexpr std::int64_t kA100GemmPermille = 800;     // scripts/fit_compute.py, family a100
-constexpr std::int64_t kH100GemmPermille = 700;     // scripts/fit_compute.py, family h100
-constexpr std::int64_t kH100x96GemmPermille = 600;  // scripts/fit_compute.py, family h100-96gb
+// Fitted 2026-12-02 by scripts/fit_compute.py on the nine visible runs (docs/validation.md).
+constexpr std::int64_t kA100GemmPermille = 716;     // family a100 (TTA-3, TTA-4)
+constexpr std::int64_t kH100GemmPermille = 468;     // family h100 (AO-H1, AO-H2, MB-1, MP-1, MP-4)
+constexpr std::int64_t kH100x96GemmPermille = 492;  // family h100-96gb (TT-1a, PR-3)
 
 ComputeProfile ampere_profile() {
   return {.sm_count = 108,
