@@ -277,7 +277,7 @@ int run_calibrate_command(std::span<const std::string> args, Io& io) {
   VerdictIo verdict(io);
   Io& say = verdict.io();
   const auto refused = [](int code) {
-    return refuse_together(code, "the check of calibrate's command line", 60.0);
+    return refuse_together(code);
   };
   po::variables_map vm;
   if (auto done = parse_command_line("calibrate", kUsage, kDescription, desc, args, vm, say)) {

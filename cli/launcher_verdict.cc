@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/launcher_verdict.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "backends/cpu/mpi_session.h"
 
@@ -24,11 +26,9 @@ VerdictIo::VerdictIo(Io& io)
       null_stream_(&null_buffer_),
       quiet_{null_stream_, null_stream_, false, false} {}
 
-int refuse_together(int code, std::string_view what, double timeout_s) {
-  if (cpu::launched_by_mpi()) {
-    if (auto session = cpu::MpiSession::get(); session) {
-      (void)(*session)->arrive(what, timeout_s);
-    }
+int refuse_together(int code, double linger_s) {
+  if (code != 0 && cpu::launched_by_mpi() && launcher_rank() != 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(linger_s));
   }
   return code;
 }

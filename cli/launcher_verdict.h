@@ -2,13 +2,14 @@
 // Verdicts every rank reaches alike under an MPI launcher (issue 16, class 5: "errors under
 // mpirun are printed once"). Every rank parses the same command line and validates the same
 // options, so every rank reaches the same verdict on them; only the launcher's rank 0 prints it.
-// Before a refused rank exits the ranks meet (a barrier with a deadline): mpirun ends the job when
-// the first rank exits non-zero, and must not kill rank 0 before it has printed.
+// mpirun ends the job when the first rank exits non-zero, and must not kill rank 0 before it has
+// printed: the quiet ranks of a refusal linger until it has (mpirun then ends them). No MPI call
+// is made: the verdict may come before MPI is initialised, or in a process that only looks
+// launched (a test's environment).
 #pragma once
 
 #include <ostream>
 #include <streambuf>
-#include <string_view>
 
 #include "cli/command.h"
 
@@ -41,9 +42,9 @@ class VerdictIo {
   Io quiet_;
 };
 
-// Returns `code` (a refusal's exit status); under an MPI launcher first meets every rank at a
-// barrier called `what` with a deadline of `timeout_s` (the ranks that refuse alike arrive
-// together; a rank that does not arrive is named by the others and the job ends).
-int refuse_together(int code, std::string_view what, double timeout_s);
+// Returns `code`, an exit status. Under an MPI launcher, a rank other than 0 refusing (code != 0)
+// first waits up to `linger_s` seconds, the time rank 0 has to print the verdict and exit (which
+// ends the job).
+int refuse_together(int code, double linger_s = 10.0);
 
 }  // namespace fsdp::cli

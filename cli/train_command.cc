@@ -343,7 +343,7 @@ int run_train_command(std::span<const std::string> args, Io& io) {
   VerdictIo verdict(io);
   Io& say = verdict.io();
   const auto refused = [](int code) {
-    return refuse_together(code, "the check of train's command line", 60.0);
+    return refuse_together(code);
   };
   po::variables_map vm;
   if (auto done = parse_command_line("train", kUsage, kDescription, desc, args, vm, say)) {

@@ -378,7 +378,13 @@ Expected<CollectiveCost> nccl_cost(OpKind kind, double member_bytes, const AxisL
   const double nd = static_cast<double>(link.group_size);
   const bool all_reduce = kind == OpKind::kAllReduce;
   const double bytes = all_reduce ? member_bytes : nd * member_bytes;
-  const nccl::Choice c = nccl::choose(kind, bytes, link, options);
+  nccl::Choice c = nccl::choose(kind, bytes, link, options);
+  // Per-step messages (a ring chunk: bytes / n) below options.min_message_bytes cost as that size,
+  // as in the alpha-beta ring.
+  const double min_bytes = static_cast<double>(options.min_message_bytes);
+  if (bytes / nd < min_bytes && bytes > 0.0) {
+    c.transfer_us *= min_bytes * nd / bytes;
+  }
   CollectiveCost cost;
   cost.bus_bytes = all_reduce ? 2.0 * (nd - 1.0) / nd * member_bytes : (nd - 1.0) * member_bytes;
   cost.algorithm = c.algorithm;

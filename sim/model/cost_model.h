@@ -47,7 +47,7 @@ struct CostOptions {
   double sm_slowdown = 1.0;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
   // Per-step messages smaller than this cost as much bandwidth time as one of this size (below it
-  // a ring step is latency- and protocol-bound); 0 = off.
+  // a ring step is latency- and protocol-bound), under both collective models; 0 = off.
   std::int64_t min_message_bytes = 0;
   UnevenCollective uneven = UnevenCollective::kPadToMax;
   // Units' forward, backward and recompute priced kernel by kernel (sim/model/kernel_cost.h) on
