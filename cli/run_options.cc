@@ -65,7 +65,8 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "fsdp2 and fsdp1)")
       ("param-dtype", po::value(&o->param_dtype),
        "dtype weights are gathered and held unsharded (and computed) in: bf16 | fp32\n"
-       "(default: the model's parameter dtype)")
+       "(default: the model's parameter dtype); fp32 matmuls run at the fp32 (non-tensor-core)\n"
+       "peak, as PyTorch's default allow_tf32=False does")
       ("reduce-dtype", po::value(&o->reduce_dtype),
        "dtype gradients are reduce-scattered in: fp32 | bf16 (default: the gradient dtype)")
       ("fp8-all-gather", po::bool_switch(&o->fp8_all_gather),
