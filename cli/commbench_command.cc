@@ -13,6 +13,7 @@
 #include "backends/cpu/comm_bench.h"
 #include "cli/command.h"
 #include "cli/launcher_verdict.h"
+#include "cli/list_argument.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
 
@@ -33,40 +34,6 @@ constexpr std::string_view kDescription =
     "example:\n"
     "  mpirun -np 4 fsdpsim commbench --sizes 1MiB,16MiB --iters 20";
 
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out(1);
-  for (char c : text) {
-    if (c == ',') {
-      out.emplace_back();
-    } else if (c != ' ') {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-// "16MiB", "64KiB", "4096": bytes.
-Expected<std::vector<std::int64_t>> parse_sizes(const std::string& text) {
-  std::vector<std::int64_t> out;
-  for (const std::string& item : split_commas(text)) {
-    std::size_t end = 0;
-    std::int64_t v = 0;
-    try {
-      v = std::stoll(item, &end);
-    } catch (...) {
-      end = 0;
-    }
-    const std::string unit = item.substr(end);
-    const std::int64_t mult = unit.empty() ? 1 : unit == "KiB" ? 1024 : unit == "MiB" ? 1 << 20 : 0;
-    if (end == 0 || mult == 0 || v <= 0 || v > std::numeric_limits<std::int64_t>::max() / mult) {
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat("--sizes item '", item, "' is not a positive size like 4096, 64KiB or 16MiB"));
-    }
-    out.push_back(v * mult);
-  }
-  return out;
-}
-
 }  // namespace
 
 int run_commbench_command(std::span<const std::string> args, Io& io) {
@@ -75,7 +42,7 @@ int run_commbench_command(std::span<const std::string> args, Io& io) {
   cpu::CommBenchOptions options;
   desc.add_options()
       ("sizes", po::value(&sizes_text)->default_value("1MiB,16MiB"),
-       "total bytes per collective, comma-separated (KiB, MiB suffixes)")
+       "total bytes per collective, comma-separated (KiB, MiB, GiB suffixes)")
       ("iters", po::value(&options.iters)->default_value(options.iters),
        "timed calls per block")
       ("repeats", po::value(&options.repeats)->default_value(options.repeats),
@@ -93,7 +60,8 @@ int run_commbench_command(std::span<const std::string> args, Io& io) {
   if (auto done = parse_command_line("commbench", kUsage, kDescription, desc, args, vm, say)) {
     return refused(*done);
   }
-  auto sizes = parse_sizes(sizes_text);
+  auto sizes = parse_int_list(sizes_text, "--sizes", /*with_units=*/true, 1,
+                              std::numeric_limits<std::int64_t>::max());
   if (!sizes) {
     return refused(report_error(say, sizes.error()));
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/list_argument.h"
 #include "cli/subcommands.h"
 #include "core/base/strings.h"
 #include "core/hardware/hardware.h"
@@ -48,49 +49,6 @@ constexpr std::string_view kDescription =
 
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 40;
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out(1);
-  for (char c : text) {
-    if (c == ',') {
-      out.emplace_back();
-    } else if (c != ' ') {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-// "4096", "64KiB", "16MiB", "1GiB" (`with_units`), each in [min, max].
-Expected<std::vector<std::int64_t>> parse_list(const std::string& text, std::string_view flag,
-                                               bool with_units, std::int64_t min,
-                                               std::int64_t max) {
-  std::vector<std::int64_t> out;
-  for (const std::string& item : split_commas(text)) {
-    std::size_t end = 0;
-    std::int64_t v = 0;
-    try {
-      v = std::stoll(item, &end);
-    } catch (...) {
-      end = 0;
-    }
-    const std::string unit = item.substr(end);
-    const std::int64_t mult = unit.empty()                      ? 1
-                              : !with_units                     ? 0
-                              : unit == "KiB"                   ? std::int64_t{1} << 10
-                              : unit == "MiB"                   ? std::int64_t{1} << 20
-                              : unit == "GiB"                   ? std::int64_t{1} << 30
-                                                                : 0;
-    if (end == 0 || mult == 0 || v < 1 || v > max / mult || v * mult < min) {
-      return Error(ErrorCode::kInvalidArgument,
-                   str_cat(flag, " item '", item, "': expected ",
-                           with_units ? "a size like 4096, 64KiB, 16MiB or 1GiB" : "an integer",
-                           " in [", min, ", ", max, "]"));
-    }
-    out.push_back(v * mult);
-  }
-  return out;
-}
 
 // "64 KiB", "16 MiB", "1 GiB", "4096 B".
 std::string size_text(std::int64_t bytes) {
@@ -249,11 +207,11 @@ int run_hardware_command(std::span<const std::string> args, Io& io) {
   std::vector<std::int64_t> gpus;
   std::vector<std::int64_t> sizes;
   if (bus) {
-    auto g = parse_list(gpus_text, "--gpus", /*with_units=*/false, 2, kMaxGpus);
+    auto g = parse_int_list(gpus_text, "--gpus", /*with_units=*/false, 2, kMaxGpus);
     if (!g) {
       return report_usage_error(io, kCmd, g.error().message());
     }
-    auto z = parse_list(sizes_text, "--sizes", /*with_units=*/true, 1, kMaxBytes);
+    auto z = parse_int_list(sizes_text, "--sizes", /*with_units=*/true, 1, kMaxBytes);
     if (!z) {
       return report_usage_error(io, kCmd, z.error().message());
     }
