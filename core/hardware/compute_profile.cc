@@ -31,6 +31,7 @@ Status validate_compute_profile(const ComputeProfile& p) {
   }
   const std::pair<std::string_view, std::int64_t> permille[] = {
       {"gemm_permille", p.gemm_permille},
+      {"fp8_gemm_relative_permille", p.fp8_gemm_relative_permille},
       {"elementwise_permille", p.elementwise_permille},
   };
   for (const auto& [field, value] : permille) {

@@ -20,6 +20,10 @@ struct ComputeProfile {
   std::int64_t gemm_tile_n = 256;             // (columns)
   std::int64_t peak_fp8_flops = 0;            // dense fp8 tensor FLOP/s; 0: no fp8 tensor cores
   std::int64_t gemm_permille = 1000;          // achieved thousandths of the dense peak, large GEMMs
+  // An fp8 GEMM's achieved share of the fp8 peak relative to a bf16 GEMM's share of the bf16 peak
+  // (thousandths): fp8 GEMMs run at peak_fp8_flops x gemm_permille x this. Set by
+  // scripts/fit_fp8.py from a published fp8-vs-bf16 linear microbenchmark (docs/hardware.md).
+  std::int64_t fp8_gemm_relative_permille = 1000;
   std::int64_t attention_forward_flops = 1;   // flash attention forward, causal FLOPs counted
   std::int64_t attention_backward_flops = 1;  // backward (2.5 x the forward's FLOPs)
   // cuDNN's fused attention (what Transformer Engine runs), forward and backward.

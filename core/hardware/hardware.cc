@@ -169,7 +169,10 @@ std::string to_string(const Hardware& hw) {
        << decimal(static_cast<double>(p->elementwise_permille) / 10.0, 1) << "% of HBM\n"
        << "  peak fp8 (dense):   "
        << (p->peak_fp8_flops > 0
-               ? decimal(static_cast<double>(p->peak_fp8_flops) / 1e12, 3) + " TFLOP/s"
+               ? decimal(static_cast<double>(p->peak_fp8_flops) / 1e12, 3) +
+                     " TFLOP/s, large fp8 GEMMs at " +
+                     decimal(static_cast<double>(p->fp8_gemm_relative_permille) / 10.0, 1) +
+                     "% of the bf16 GEMMs' share"
                : std::string("none"))
        << "\n"
        << "  flash attention:    "

@@ -60,13 +60,15 @@ Expected<Hardware> hardware_from_json_impl(const json& doc, const std::string& s
     FSDP_RETURN_IF_ERROR(p.reject_unknown(
         {"sm_count", "gemm_tile_m", "gemm_tile_n", "peak_fp8_flops", "gemm_permille",
          "attention_forward_flops", "attention_backward_flops", "cudnn_attention_forward_flops",
-         "cudnn_attention_backward_flops", "elementwise_permille"}));
+         "cudnn_attention_backward_flops", "elementwise_permille", "fp8_gemm_relative_permille"}));
     ComputeProfile profile;
     FSDP_TRY(profile.sm_count, p.get_int("sm_count", 1));
     FSDP_TRY(profile.gemm_tile_m, p.get_int_or("gemm_tile_m", 1, profile.gemm_tile_m));
     FSDP_TRY(profile.gemm_tile_n, p.get_int_or("gemm_tile_n", 1, profile.gemm_tile_n));
     FSDP_TRY(profile.peak_fp8_flops, p.get_int_or("peak_fp8_flops", 0, 0));
     FSDP_TRY(profile.gemm_permille, p.get_int("gemm_permille", 1));
+    FSDP_TRY(profile.fp8_gemm_relative_permille,
+             p.get_int_or("fp8_gemm_relative_permille", 1, profile.fp8_gemm_relative_permille));
     FSDP_TRY(profile.attention_forward_flops, p.get_int("attention_forward_flops", 1));
     FSDP_TRY(profile.attention_backward_flops, p.get_int("attention_backward_flops", 1));
     FSDP_TRY(profile.cudnn_attention_forward_flops,
@@ -125,6 +127,7 @@ ordered_json hardware_to_json(const Hardware& hw) {
                               {"gemm_tile_n", p->gemm_tile_n},
                               {"peak_fp8_flops", p->peak_fp8_flops},
                               {"gemm_permille", p->gemm_permille},
+                              {"fp8_gemm_relative_permille", p->fp8_gemm_relative_permille},
                               {"attention_forward_flops", p->attention_forward_flops},
                               {"attention_backward_flops", p->attention_backward_flops},
                               {"cudnn_attention_forward_flops", p->cudnn_attention_forward_flops},

@@ -11,13 +11,28 @@
 namespace fsdp::sim {
 namespace {
 
-// Bytes per element of fp8 dynamic tensorwise scaling's passes over a bf16 tensor: the amax
-// reduction reads it (2) and the scaled cast reads it and writes fp8 (3); fused (torch.compile)
-// the amax rides on the producing kernel and only the cast remains.
-constexpr double kCastBytes = 5.0;
-constexpr double kFusedCastBytes = 3.0;
-// The backward transposes the fp8 copies its weight-gradient GEMM reads (read 1 + write 1).
-constexpr double kTransposeBytes = 2.0;
+// Bytes of HBM traffic per element that the casts of float8 training add, for each GEMM input
+// (docs/design/simulator.md, "Per-op compute"). A GEMM's input x and output gradient dY are
+// needed in both layouts (row-major for one GEMM, transposed for the weight gradient's); the
+// weight W in its layout forward and transposed backward.
+struct CastBytes {
+  double x = 0.0;           // x, forward: its fp8 copies
+  double x_backward = 0.0;  // x, backward: a transpose of the fp8 copy, when not made forward
+  double dy = 0.0;          // dY, backward: both layouts
+  double w_forward = 0.0;
+  double w_backward = 0.0;
+};
+// Eager torchao (dynamic tensorwise): an amax pass reads the bf16 tensor (2), the scaled cast
+// reads it and writes fp8 (3), a transpose reads and writes the fp8 copy (2).
+constexpr CastBytes kEagerCasts{.x = 5, .x_backward = 2, .dy = 7, .w_forward = 5, .w_backward = 5};
+// Compiled (torch.compile): the amax rides on the producing kernel and one kernel reads bf16 and
+// writes both fp8 layouts (2 + 1 + 1; torchao's roofline model, roofline_utils.py); the weight
+// is cast forward and again backward (3 each).
+constexpr CastBytes kCompiledCasts{
+    .x = 4, .x_backward = 0, .dy = 4, .w_forward = 3, .w_backward = 3};
+// Transformer Engine: cast_transpose writes both layouts in one pass (2 + 1 + 1) and the
+// backward reuses the weight's transposed copy made forward.
+constexpr CastBytes kTeCasts{.x = 4, .x_backward = 0, .dy = 4, .w_forward = 4, .w_backward = 0};
 // Flash attention's backward recomputes the scores and runs five matmuls to the forward's two.
 constexpr double kAttentionBackwardWork = 2.5;
 // Elementwise backward kernels read the saved input and the incoming gradient and write the
@@ -85,7 +100,9 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
   }
   Rates r;
   r.peak = static_cast<double>(fp8 ? profile.peak_fp8_flops : hardware.peak_bf16_flops());
-  r.gemm_efficiency = static_cast<double>(profile.gemm_permille) / 1000.0;
+  r.gemm_efficiency =
+      static_cast<double>(profile.gemm_permille) / 1000.0 *
+      (fp8 ? static_cast<double>(profile.fp8_gemm_relative_permille) / 1000.0 : 1.0);
   r.hbm = static_cast<double>(hardware.hbm_bytes_per_s()) *
           static_cast<double>(profile.elementwise_permille) / 1000.0;
   r.operand_bytes = fp8 ? 1.0 : 2.0;
@@ -98,7 +115,7 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
   // Compiled graphs and Transformer Engine fuse elementwise chains and casts into one pass.
   const bool fused = workload.compile || workload.kernels == KernelLibrary::kTransformerEngine;
   const bool cudnn = workload.kernels == KernelLibrary::kTransformerEngine;
-  const double cast = fused ? kFusedCastBytes : kCastBytes;
+  const CastBytes& cast = cudnn ? kTeCasts : fused ? kCompiledCasts : kEagerCasts;
   const bool weights_in_fp8 = weight_dtype == DType::kFp8;
 
   KernelTimes t;
@@ -111,14 +128,14 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
     if (!backward) {
       t.gemm += count * gemm_seconds(m, n, k, r);
       if (fp8) {
-        cast_bytes += count * (m * k * cast + (weights_in_fp8 ? 0.0 : n * k * cast));
+        cast_bytes += count * (m * k * cast.x + (weights_in_fp8 ? 0.0 : n * k * cast.w_forward));
       }
     } else {
       // dX[m, k] = dY[m, n] W[n, k]; dW[n, k] = dY^T[n, m] X[m, k].
       t.gemm += count * (gemm_seconds(m, k, n, r) + gemm_seconds(n, k, m, r));
       if (fp8) {
-        cast_bytes += count * (m * n * cast + (weights_in_fp8 ? 0.0 : n * k * cast) +
-                               (m * k + m * n) * kTransposeBytes);
+        cast_bytes += count * (m * k * cast.x_backward + m * n * cast.dy +
+                               (weights_in_fp8 ? 0.0 : n * k * cast.w_backward));
       }
     }
   }

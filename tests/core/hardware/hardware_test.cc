@@ -106,7 +106,18 @@ TEST(HardwareJsonTest, ComputeProfileRoundTripsAndIsOptional) {
   EXPECT_EQ(hw.compute_profile()->peak_fp8_flops, 0);  // absent: no fp8
   // cuDNN attention defaults to the flash figures.
   EXPECT_EQ(hw.compute_profile()->cudnn_attention_forward_flops, 50'000'000'000'000);
+  // absent: fp8 GEMMs at the bf16 GEMMs' share
+  EXPECT_EQ(hw.compute_profile()->fp8_gemm_relative_permille, 1000);
   EXPECT_EQ(parse_hardware_json(hardware_to_json_text(hw), "again").value(), hw);
+  doc["compute_profile"]["fp8_gemm_relative_permille"] = 839;
+  const Hardware fp8 = parse_hardware_json(doc.dump(), "hw.json").value();
+  EXPECT_EQ(fp8.compute_profile()->fp8_gemm_relative_permille, 839);
+  EXPECT_EQ(parse_hardware_json(hardware_to_json_text(fp8), "again").value(), fp8);
+  doc["compute_profile"]["fp8_gemm_relative_permille"] = 1001;
+  EXPECT_EQ(parse_error(doc),
+            "hw.json: hardware 'lab': compute_profile.fp8_gemm_relative_permille: expected an "
+            "integer in [1, 1000], got 1001");
+  doc["compute_profile"].erase("fp8_gemm_relative_permille");
   EXPECT_EQ(parse_hardware_json(custom().dump(), "hw.json")->compute_profile(), nullptr);
   doc["compute_profile"]["gemm_permille"] = 1200;
   const auto bad = parse_hardware_json(doc.dump(), "hw.json");
