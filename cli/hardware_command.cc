@@ -37,10 +37,10 @@ constexpr std::string_view kDescription =
     "Lists the built-in hardware (8-GPU DGX A100, H100, H200 and B200 nodes with their datasheet\n"
     "figures; sources in docs/hardware.md), or shows one preset (--show) or a custom cluster\n"
     "described in a JSON file (--file; fields in docs/hardware.md). --bus-bandwidth prints the\n"
-    "bus bandwidth the simulator predicts for all-gather, reduce-scatter and all-reduce on one\n"
-    "mesh axis of --gpus GPUs (placed node-major) moving --sizes bytes, as nccl-tests would report\n"
-    "it (busbw), with NCCL's algorithm and protocol (docs/validation.md compares it with published\n"
-    "measurements).\n\n"
+    "bus bandwidth the simulator predicts for all-gather, reduce-scatter, all-reduce and\n"
+    "all-to-all on one mesh axis of --gpus GPUs (placed node-major) moving --sizes bytes, as\n"
+    "nccl-tests would report it (busbw; all-to-all: the bytes each rank sends), with NCCL's\n"
+    "algorithm and protocol (docs/validation.md compares it with published measurements).\n\n"
     "examples:\n"
     "  fsdpsim hardware\n"
     "  fsdpsim hardware --show h100\n"
@@ -97,7 +97,7 @@ void print_list(std::ostream& os) {
 }
 
 struct BusRow {
-  OpKind kind;
+  std::string_view collective;  // "all-gather", ..., "all-to-all"
   std::int64_t bytes;
   std::int64_t gpus;
   sim::BusBandwidth bw;
@@ -106,15 +106,23 @@ struct BusRow {
 int print_bus_bandwidth(const Hardware& hw, const std::vector<std::int64_t>& gpus,
                         const std::vector<std::int64_t>& sizes, bool json, Io& io) {
   const OpKind kinds[] = {OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAllReduce};
-  std::vector<BusRow> rows;
+  constexpr std::string_view kAllToAll = "all-to-all";
+  std::vector<std::string_view> collectives;
   for (OpKind kind : kinds) {
+    collectives.push_back(to_string(kind));
+  }
+  collectives.push_back(kAllToAll);
+  std::vector<BusRow> rows;
+  for (std::size_t c = 0; c < collectives.size(); ++c) {
     for (std::int64_t bytes : sizes) {
       for (std::int64_t g : gpus) {
-        auto bw = sim::predicted_bus_bandwidth(kind, bytes, g, hw, sim::CostOptions());
+        auto bw = c < std::size(kinds)
+                      ? sim::predicted_bus_bandwidth(kinds[c], bytes, g, hw, sim::CostOptions())
+                      : sim::predicted_all_to_all_bus_bandwidth(bytes, g, hw);
         if (!bw) {
           return report_error(io, bw.error());
         }
-        rows.push_back(BusRow{kind, bytes, g, *bw});
+        rows.push_back(BusRow{collectives[c], bytes, g, *bw});
       }
     }
   }
@@ -124,14 +132,19 @@ int print_bus_bandwidth(const Hardware& hw, const std::vector<std::int64_t>& gpu
                                {"devices_per_node", hw.devices_per_node()}};
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const BusRow& r : rows) {
-      list.push_back({{"collective", std::string(to_string(r.kind))},
-                      {"bytes", r.bytes},
-                      {"gpus", r.gpus},
-                      {"bus_gb_per_s", r.bw.bus_bytes_per_s * 1e-9},
-                      {"alg_gb_per_s", r.bw.alg_bytes_per_s * 1e-9},
-                      {"time_us", r.bw.time.seconds() * 1e6},
-                      {"algorithm", std::string(sim::to_string(r.bw.algorithm))},
-                      {"protocol", std::string(sim::to_string(r.bw.protocol))}});
+      nlohmann::ordered_json row{{"collective", std::string(r.collective)},
+                                 {"bytes", r.bytes},
+                                 {"gpus", r.gpus},
+                                 {"bus_gb_per_s", r.bw.bus_bytes_per_s * 1e-9},
+                                 {"alg_gb_per_s", r.bw.alg_bytes_per_s * 1e-9},
+                                 {"time_us", r.bw.time.seconds() * 1e6}};
+      if (r.collective == kAllToAll) {
+        row["algorithm"] = "p2p";  // grouped send/receive, no NCCL algorithm or protocol
+      } else {
+        row["algorithm"] = std::string(sim::to_string(r.bw.algorithm));
+        row["protocol"] = std::string(sim::to_string(r.bw.protocol));
+      }
+      list.push_back(std::move(row));
     }
     out["rows"] = list;
     io.out << out.dump(2, ' ', /*ensure_ascii=*/false,
@@ -150,15 +163,17 @@ int print_bus_bandwidth(const Hardware& hw, const std::vector<std::int64_t>& gpu
   }
   io.out << "\n";
   std::size_t i = 0;
-  for (OpKind kind : kinds) {
+  for (std::string_view collective : collectives) {
     for (std::int64_t bytes : sizes) {
-      io.out << std::left << std::setw(16) << to_string(kind) << std::right << std::setw(9)
+      io.out << std::left << std::setw(16) << collective << std::right << std::setw(9)
              << size_text(bytes);
       for (std::size_t g = 0; g < gpus.size(); ++g, ++i) {
         const sim::BusBandwidth& b = rows[i].bw;
         std::string cell = fixed(b.bus_bytes_per_s * 1e-9, 1);
         if (nccl) {
-          cell += str_cat(" ", sim::to_string(b.algorithm), "/", sim::to_string(b.protocol));
+          cell += collective == kAllToAll
+                      ? std::string(" p2p")
+                      : str_cat(" ", sim::to_string(b.algorithm), "/", sim::to_string(b.protocol));
         }
         io.out << std::setw(width) << cell;
       }
@@ -166,7 +181,8 @@ int print_bus_bandwidth(const Hardware& hw, const std::vector<std::int64_t>& gpu
     }
   }
   if (nccl) {
-    io.out << "\neach cell: bus bandwidth, then the algorithm/protocol NCCL's tuner would pick\n";
+    io.out << "\neach cell: bus bandwidth, then the algorithm/protocol NCCL's tuner would pick"
+              " (all-to-all: point-to-point sends and receives)\n";
   }
   return kExitOk;
 }

@@ -502,14 +502,10 @@ Expected<CollectiveCost> uneven_collective_cost(OpKind kind, std::int64_t elemen
   return ring(link.group_size - 1, chunk, (n - 1.0) * chunk, bandwidth, link, options);
 }
 
-Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, std::int64_t gpus,
-                                               const Hardware& hardware,
-                                               const CostOptions& options) {
-  if (kind != OpKind::kAllGather && kind != OpKind::kReduceScatter && kind != OpKind::kAllReduce) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat("bus bandwidth: expected all-gather, reduce-scatter or all-reduce, got ",
-                         to_string(kind)));
-  }
+namespace {
+
+// The GPU count and size of a predicted bus bandwidth: at least two GPUs, a byte per GPU.
+Status check_bus_bandwidth_call(std::int64_t bytes, std::int64_t gpus) {
   if (gpus < 2) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("bus bandwidth: GPU count: expected at least 2, got ", gpus));
@@ -519,6 +515,20 @@ Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, 
                  str_cat("bus bandwidth: size: expected at least one byte per GPU (", gpus,
                          "), got ", bytes));
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, std::int64_t gpus,
+                                               const Hardware& hardware,
+                                               const CostOptions& options) {
+  if (kind != OpKind::kAllGather && kind != OpKind::kReduceScatter && kind != OpKind::kAllReduce) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("bus bandwidth: expected all-gather, reduce-scatter or all-reduce, got ",
+                         to_string(kind)));
+  }
+  FSDP_RETURN_IF_ERROR(check_bus_bandwidth_call(bytes, gpus));
   FSDP_TRY(const DeviceMesh mesh, DeviceMesh::make({MeshAxis{"dp", gpus}}));
   const AxisLink link = axis_links(mesh, hardware).front();
   // One byte elements; the all-gather's and reduce-scatter's members get bytes / gpus each.
@@ -533,6 +543,58 @@ Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, 
   out.bus_bytes_per_s = seconds > 0 ? cost.bus_bytes / seconds : 0.0;
   out.algorithm = cost.algorithm;
   out.protocol = cost.protocol;
+  return out;
+}
+
+Expected<AllToAllCost> all_to_all_cost(std::int64_t bytes_per_member, const AxisLink& link) {
+  if (bytes_per_member < 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("all-to-all: bytes per member: expected a non-negative count, got ",
+                         bytes_per_member));
+  }
+  AllToAllCost cost;
+  const std::int64_t n = link.group_size;
+  if (n <= 1 || bytes_per_member == 0) {
+    return cost;
+  }
+  const double bytes = static_cast<double>(bytes_per_member);
+  const double nd = static_cast<double>(n);
+  // Members on this member's node: all of them within one node, else the fewest on a node.
+  const std::int64_t local = link.inter_node ? std::min(link.ranks_per_node, n) : n;
+  cost.intra_node_bytes = bytes * static_cast<double>(local - 1) / nd;
+  cost.inter_node_bytes = bytes * static_cast<double>(n - local) / nd;
+  // Line rates: NCCL's NVLink and NIC figures when the hardware has them, the link's otherwise
+  // (alpha-beta files); one GPU's share of its node's NICs is the group's share over its k.
+  const double nvlink = link.nvlink_bytes_per_s > 0 ? static_cast<double>(link.nvlink_bytes_per_s)
+                                                    : static_cast<double>(link.bytes_per_s);
+  const double nic = link.nic_bytes_per_s > 0 ? static_cast<double>(link.nic_bytes_per_s) /
+                                                    static_cast<double>(link.ranks_per_node)
+                                              : static_cast<double>(link.bytes_per_s);
+  double seconds = 0.0;
+  if (cost.intra_node_bytes > 0) {
+    seconds = std::max(seconds, cost.intra_node_bytes / (nvlink * nccl::kNvlinkEfficiency));
+  }
+  if (cost.inter_node_bytes > 0) {
+    seconds = std::max(seconds, cost.inter_node_bytes / (nic * nccl::kNetworkEfficiency));
+  }
+  FSDP_TRY(cost.transfer, duration_from_seconds(seconds));
+  FSDP_TRY(cost.latency, duration_from_seconds(static_cast<double>(link.latency_ns) * 1e-9));
+  cost.duration = cost.latency + cost.transfer;
+  return cost;
+}
+
+Expected<BusBandwidth> predicted_all_to_all_bus_bandwidth(std::int64_t bytes, std::int64_t gpus,
+                                                          const Hardware& hardware) {
+  FSDP_RETURN_IF_ERROR(check_bus_bandwidth_call(bytes, gpus));
+  FSDP_TRY(const DeviceMesh mesh, DeviceMesh::make({MeshAxis{"ep", gpus}}));
+  const AxisLink link = axis_links(mesh, hardware).front();
+  FSDP_TRY(const AllToAllCost cost, all_to_all_cost(bytes, link));
+  BusBandwidth out;
+  out.time = cost.duration;
+  const double seconds = cost.duration.seconds();
+  out.alg_bytes_per_s = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  out.bus_bytes_per_s =
+      out.alg_bytes_per_s * static_cast<double>(gpus - 1) / static_cast<double>(gpus);
   return out;
 }
 

@@ -149,6 +149,30 @@ Expected<BusBandwidth> predicted_bus_bandwidth(OpKind kind, std::int64_t bytes, 
                                                const Hardware& hardware,
                                                const CostOptions& options);
 
+// An all-to-all over `link` (expert parallelism's token dispatch and combine): each of the n
+// members sends `bytes_per_member` in all, bytes_per_member / n to every member, itself
+// included. NCCL runs it as grouped point-to-point sends and receives, so the member's NVLink
+// and its own NIC work at once and it cannot aggregate the node's other NICs (NVIDIA/nccl-tests
+// #267, #130): with k members on its node, intra = bytes x (k - 1) / n at NVLink's achieved
+// rate, inter = bytes x (n - k) / n at one GPU's share of its node's NICs at their achieved
+// rate, and the duration is the link's latency plus max(intra, inter)
+// (docs/design/simulator.md, "All-to-all"). A group of one costs nothing. Errors: bytes < 0
+// (kInvalidArgument); a duration beyond 2^63 ps (kOutOfRange).
+struct AllToAllCost {
+  SimDuration duration;
+  SimDuration latency;
+  SimDuration transfer;
+  double intra_node_bytes = 0;  // what one member sends to the members on its node
+  double inter_node_bytes = 0;  // and to the members on other nodes
+};
+Expected<AllToAllCost> all_to_all_cost(std::int64_t bytes_per_member, const AxisLink& link);
+
+// What nccl-tests' alltoall_perf would report for one all-to-all over `gpus` GPUs (ranks placed
+// node-major) of `bytes` per rank (its size column): algbw = bytes / time, busbw = algbw x
+// (n - 1) / n. Errors as predicted_bus_bandwidth.
+Expected<BusBandwidth> predicted_all_to_all_bus_bandwidth(std::int64_t bytes, std::int64_t gpus,
+                                                          const Hardware& hardware);
+
 // A compute op (is_compute(op.kind)): max of its math time at the peak of its dtype (fp32 peak
 // for fp32, the bf16 tensor peak otherwise) and its memory time; zero for other ops. With a
 // calibrated rate for the op's kind: flops / flops_per_s + mem_bytes / bytes_per_s (measured

@@ -77,16 +77,24 @@ TEST(HardwareCommandTest, BusBandwidthTable) {
   EXPECT_NE(r.out.find("collective           size              8 GPUs             16 GPUs"),
             std::string::npos)
       << r.out;
-  // Three collectives x two sizes.
+  // Four collectives x two sizes.
   EXPECT_NE(r.out.find("all-gather         64 KiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce          1 GiB"), std::string::npos) << r.out;
+  // All-to-all of 1 GiB: on one node NVLink's 450 x 0.824 = 370.8 GB/s; on two, each GPU's NIC
+  // (50 x 0.94 = 47 GB/s) carries half its bytes: busbw 47 x 15 / 8 = 88.1, less the latency.
+  EXPECT_NE(r.out.find("all-to-all          1 GiB           370.7 p2p            88.1 p2p"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("nvls/Simple"), std::string::npos) << r.out;  // 1 GiB on one H100 node
   r = run_hardware(
       {"--bus-bandwidth", "--show", "a100", "--gpus", "16", "--sizes", "1GiB", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["hardware"], "a100");
-  ASSERT_EQ(j["rows"].size(), 3U);
+  ASSERT_EQ(j["rows"].size(), 4U);
+  EXPECT_EQ(j["rows"][3]["collective"], "all-to-all");
+  EXPECT_EQ(j["rows"][3]["algorithm"], "p2p");
+  EXPECT_FALSE(j["rows"][3].contains("protocol"));
   EXPECT_EQ(j["rows"][0]["collective"], "all-gather");
   EXPECT_EQ(j["rows"][0]["gpus"], 16);
   EXPECT_EQ(j["rows"][0]["algorithm"], "ring");

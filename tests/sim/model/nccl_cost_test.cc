@@ -238,5 +238,65 @@ TEST(NcclCostTest, PredictedBusBandwidthIsWhatNcclTestsWouldPrint) {
   EXPECT_FALSE(predicted_bus_bandwidth(OpKind::kForward, 1024, 8, h100, {}).has_value());
 }
 
+// All-to-all (docs/design/simulator.md, "All-to-all"): grouped point-to-point, NVLink and the
+// member's own NIC share at once.
+TEST(AllToAllCostTest, InsideANodeItIsNvlinkBound) {
+  AxisLink link = nccl_link(8, 1, 8, 400'000'000'000);
+  link.latency_ns = 1000;
+  const AllToAllCost c = all_to_all_cost(8'000'000'000, link).value();
+  // 7 of every 8 bytes go to the other members over NVLink; the 8th stays.
+  EXPECT_DOUBLE_EQ(c.intra_node_bytes, 7e9);
+  EXPECT_DOUBLE_EQ(c.inter_node_bytes, 0);
+  EXPECT_NEAR(c.transfer.seconds(), 7e9 / (kNvlink * 1e9), 1e-9);
+  EXPECT_NEAR(c.latency.seconds(), 1e-6, 1e-11);  // rounded up to whole ps
+  EXPECT_EQ(c.duration, c.latency + c.transfer);
+}
+
+TEST(AllToAllCostTest, AcrossNodesEachMemberUsesItsOwnNic) {
+  // 16 members on 2 nodes of 8: half of each member's bytes cross to the other node through its
+  // own NIC (the group's 8-NIC share over its 8 members: 50 GB/s line, 47 achieved), 7/16 stay
+  // on NVLink: the NIC binds.
+  const AllToAllCost two =
+      all_to_all_cost(16'000'000'000, nccl_link(16, 2, 8, 400'000'000'000)).value();
+  EXPECT_DOUBLE_EQ(two.inter_node_bytes, 8e9);
+  EXPECT_DOUBLE_EQ(two.intra_node_bytes, 7e9);
+  EXPECT_NEAR(two.transfer.seconds(), 8e9 / 47e9, 1e-9);
+  // 64 members on 8 nodes: 56/64 cross the network, so the same bytes take longer.
+  const AllToAllCost eight =
+      all_to_all_cost(16'000'000'000, nccl_link(64, 8, 8, 400'000'000'000)).value();
+  EXPECT_NEAR(eight.transfer.seconds(), 16e9 * 56 / 64 / 47e9, 1e-9);
+  EXPECT_GT(eight.transfer, two.transfer);
+}
+
+TEST(AllToAllCostTest, BusBandwidthFollowsTheMaintainersFormula) {
+  // NVIDIA/nccl-tests#130: busbw = algbw x (n - 1) / n; network-bound across N nodes it tends to
+  // one NIC's bandwidth as N grows (x (n - 1) / (n - k) exactly, here).
+  const Hardware h100 = find_hardware_preset("h100").value();
+  const double one_node = predicted_all_to_all_bus_bandwidth(1LL << 30, 8, h100)->bus_bytes_per_s;
+  EXPECT_NEAR(one_node * 1e-9, kNvlink, 0.5);  // less the latency of a 1 GiB call
+  double previous = 1e30;
+  for (std::int64_t gpus : {16, 64, 256}) {
+    const double bus = predicted_all_to_all_bus_bandwidth(1LL << 30, gpus, h100)->bus_bytes_per_s;
+    const double expected = 47e9 * static_cast<double>(gpus - 1) / static_cast<double>(gpus - 8);
+    EXPECT_NEAR(bus, expected, expected * 0.002) << gpus;
+    EXPECT_LT(bus, previous) << gpus;
+    previous = bus;
+  }
+  // Small messages are latency-bound: far below the large-message figure.
+  EXPECT_LT(predicted_all_to_all_bus_bandwidth(64 * 1024, 16, h100)->bus_bytes_per_s, 20e9);
+}
+
+TEST(AllToAllCostTest, EdgesAndErrors) {
+  EXPECT_EQ(all_to_all_cost(1 << 20, nccl_link(1, 1, 1, 0)).value().duration, SimDuration());
+  EXPECT_EQ(all_to_all_cost(0, nccl_link(8, 1, 8, 0)).value().duration, SimDuration());
+  const auto bad = all_to_all_cost(-1, nccl_link(8, 1, 8, 0));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message(),
+            "all-to-all: bytes per member: expected a non-negative count, got -1");
+  const Hardware h100 = find_hardware_preset("h100").value();
+  EXPECT_FALSE(predicted_all_to_all_bus_bandwidth(1 << 20, 1, h100).has_value());
+  EXPECT_FALSE(predicted_all_to_all_bus_bandwidth(8, 16, h100).has_value());
+}
+
 }  // namespace
 }  // namespace fsdp::sim
