@@ -154,7 +154,7 @@ int calibrate(const exec::TrainSpec& spec, const CalibrateArgs& a, Io& io) {
 
 // The op kind whose name is `name` ("forward", "all-gather", ...), or nullopt.
 std::optional<OpKind> op_kind_named(const std::string& name) {
-  for (int k = 0; k <= static_cast<int>(OpKind::kWait); ++k) {
+  for (int k = 0; k < kNumOpKinds; ++k) {
     if (to_string(static_cast<OpKind>(k)) == name) {
       return static_cast<OpKind>(k);
     }

@@ -76,8 +76,9 @@ Expected<HubArch> load_arch_argument(const std::string& text, std::string* name)
   return read_hub_arch(doc, text);
 }
 
-Expected<Model> load_model_argument(const std::string& text, const HubOverrides& sizes) {
-  if (sizes.empty()) {
+Expected<Model> load_model_argument(const std::string& text, const HubOverrides& sizes,
+                                    const ModelSplit& split) {
+  if (sizes.empty() && split.is_whole()) {
     if (find_model_preset(text) != nullptr || looks_like_a_preset_name(text)) {
       return load_model_preset(text);
     }
@@ -89,7 +90,7 @@ Expected<Model> load_model_argument(const std::string& text, const HubOverrides&
     return arch.error().with_context("--model");
   }
   FSDP_TRY(const HubArch shrunk, apply_hub_overrides(std::move(arch).value(), sizes));
-  return hub_arch_to_model(shrunk, text, std::move(name));
+  return hub_arch_to_model(shrunk, text, std::move(name), split);
 }
 
 }  // namespace fsdp::cli

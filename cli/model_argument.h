@@ -9,6 +9,7 @@
 #include "core/base/expected.h"
 #include "core/model/hub_arch.h"
 #include "core/model/model.h"
+#include "core/model/model_split.h"
 
 #include <boost/program_options.hpp>
 
@@ -22,8 +23,10 @@ void add_model_size_options(boost::program_options::options_description& desc, H
 // model file is an error (it lists tensors, not an architecture that sizes could change).
 Expected<HubArch> load_arch_argument(const std::string& text, std::string* name);
 
-// A preset name or a path to a hub config.json / fsdpsim model file, with `sizes` applied (which
-// needs a preset or a hub config). Errors name the option (--model, --layers, ...).
-Expected<Model> load_model_argument(const std::string& text, const HubOverrides& sizes = {});
+// A preset name or a path to a hub config.json / fsdpsim model file, with `sizes` applied and
+// split for a mesh's tp and ep axes (both need a preset or a hub config: the rank-local model of
+// core/model/hub_config.h). Errors name the option (--model, --layers, ...).
+Expected<Model> load_model_argument(const std::string& text, const HubOverrides& sizes = {},
+                                    const ModelSplit& split = ModelSplit());
 
 }  // namespace fsdp::cli

@@ -9,7 +9,9 @@
 #include "core/base/strings.h"
 #include "core/hardware/hardware_json.h"
 #include "core/hardware/hardware_presets.h"
+#include "core/mesh/placements.h"
 #include "core/mesh/strategy.h"
+#include "core/model/model_split.h"
 #include "core/model/model_loader.h"
 #include "core/model/model_presets.h"
 
@@ -22,7 +24,15 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("model", po::value(&o->model)->default_value(o->model),
        "preset name (fsdpsim model --list) or a hub config.json / fsdpsim model JSON file")
       ("mesh", po::value(&o->mesh)->default_value(o->mesh),
-       "device mesh, outermost axis first: dp=16 or dp_outer=2,dp_inner=8")
+       "device mesh, outermost axis first: dp=16, dp_outer=2,dp_inner=8, or with a tensor-\n"
+       "parallel axis 'tp' (not a dp axis: dp=32,tp=8) or an expert-parallel axis 'ep' (a dp\n"
+       "axis of the dense parameters, experts split over it: dp=8,ep=8)")
+      ("sequence-parallel", po::bool_switch(&o->sequence_parallel),
+       "with a tp axis: Megatron sequence parallelism (all-gather + reduce-scatter around each\n"
+       "tensor-parallel block instead of all-reduces; norms and residuals on 1/tp of the tokens)")
+      ("capacity-factor", po::value(&o->capacity_factor)->default_value(o->capacity_factor),
+       "with an ep axis: routed tokens per expert as a multiple of the balanced share (expert\n"
+       "inputs padded to capacity), in [1, 64]")
       ("strategy", po::value(&o->strategy)->default_value(o->strategy),
        "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
       ("microbatches", po::value(&o->microbatches)->default_value(o->microbatches),
@@ -54,7 +64,7 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "gradient multiplier after DP averaging")
       ("seq-len", po::value(&o->seq_len)->default_value(o->seq_len), "tokens per sequence")
       ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
-       "sequences per microbatch per rank")
+       "sequences per microbatch per rank (per tensor-parallel group with a tp axis)")
       ("compile", po::bool_switch(&o->compile),
        "the model runs compiled (torch.compile): elementwise kernels fused")
       ("compute-dtype", po::value(&o->compute_dtype)->default_value(o->compute_dtype),
@@ -243,9 +253,32 @@ Expected<Workload> make_workload(const RunOptions& o) {
   return workload;
 }
 
+Expected<ModelSplit> model_split_of(const DeviceMesh& mesh, const RunOptions& o) {
+  std::int64_t tp = 1;
+  std::int64_t ep = 1;
+  if (const auto a = mesh.axis_index(kTensorParallelAxis)) {
+    tp = mesh.axis_size(*a);
+  }
+  if (const auto a = mesh.axis_index(kExpertParallelAxis)) {
+    ep = mesh.axis_size(*a);
+  }
+  if (o.sequence_parallel && tp == 1) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("--sequence-parallel needs a tp axis of more than one rank, got mesh ",
+                         to_string(mesh)));
+  }
+  auto split = ModelSplit::make(tp, ep, o.sequence_parallel, o.capacity_factor);
+  if (!split) {
+    return split.error().with_context(
+        split.error().code() == ErrorCode::kFailedPrecondition ? "--mesh" : "--capacity-factor");
+  }
+  return split;
+}
+
 Expected<PlannedRun> plan_run(const RunOptions& options) {
-  FSDP_TRY(Model model, load_model_argument(options.model, options.sizes));
   FSDP_TRY(const ConfigOptions config_options, parse_config_options(options));
+  FSDP_TRY(const ModelSplit split, model_split_of(config_options.mesh, options));
+  FSDP_TRY(Model model, load_model_argument(options.model, options.sizes, split));
   FSDP_TRY(FsdpConfig config, assemble_config(config_options));
   FSDP_TRY(Workload workload, make_workload(options));
   FSDP_RETURN_IF_ERROR(check_memory_estimate(config.mesh().size(), model.num_units(),

@@ -51,6 +51,8 @@ struct RunOptions {
   std::string framework = "megatron-fsdp";  // --framework: megatron-fsdp | fsdp2 | fsdp1
   std::string reshard_after_forward = "all";  // --reshard-after-forward: all | all-but-last | none
   HubOverrides sizes;  // --layers, --hidden, ... (cli/model_argument.h)
+  bool sequence_parallel = false;  // --sequence-parallel (with a tp axis)
+  double capacity_factor = 1.0;    // --capacity-factor (with an ep axis)
 };
 
 // Adds --model, --mesh, --strategy, --microbatches, --shard-layout, --block, --prefetch,
@@ -88,7 +90,12 @@ struct PlannedRun {
   FsdpConfig config;
   Workload workload;
 };
-// The model (--model), then the config, then the workload; the first error.
+// How the mesh's tp and ep axes split the model (core/model/model_split.h), with
+// --sequence-parallel and --capacity-factor. Errors: --sequence-parallel without a tp axis of
+// more than one rank; tp and ep together ("--mesh: ... not implemented"); a bad capacity factor.
+Expected<ModelSplit> model_split_of(const DeviceMesh& mesh, const RunOptions& options);
+// The config options, then the model (--model, split for the mesh), then the config, then the
+// workload; the first error.
 Expected<PlannedRun> plan_run(const RunOptions& options);
 
 // build_schedule of the run.

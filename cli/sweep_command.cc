@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
 #include "core/model/model.h"
+#include "core/model/model_split.h"
 #include "core/policy/config_options.h"
 #include "core/policy/recompute_policy.h"
 #include "sweep/sweep.h"
@@ -141,6 +143,8 @@ struct SweepArgs {
   std::string microbatches = "1,4,8";
   std::string prefetch = "0,1,2";
   std::string streams = "separate,unified";
+  std::string tp = "1";  // tensor-parallel sizes
+  std::string ep = "1";  // expert-parallel sizes
   int jobs = 0;
   std::string format = "text";
   std::string sort = "time";
@@ -238,7 +242,16 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
         }
         return policy;
       });
-  for (const Error* e : {strategies ? nullptr : &strategies.error(),
+  const auto parallel_sizes = [&](const char* option, const std::string& text) {
+    return parse_list<std::int64_t>(option, text, [&](const std::string& s) {
+      return parse_count(str_cat(option, " size"), s, p->space.ranks);
+    });
+  };
+  auto tp_sizes = parallel_sizes("tp", a.tp);
+  auto ep_sizes = parallel_sizes("ep", a.ep);
+  for (const Error* e : {tp_sizes ? nullptr : &tp_sizes.error(),
+                         ep_sizes ? nullptr : &ep_sizes.error(),
+                         strategies ? nullptr : &strategies.error(),
                          layouts ? nullptr : &layouts.error(),
                          microbatches ? nullptr : &microbatches.error(),
                          inner ? nullptr : &inner.error(),
@@ -256,6 +269,8 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   p->space.prefetch = *prefetch;
   p->space.unified_streams = *streams;
   p->space.recompute = *recompute;
+  p->space.tp_sizes = *tp_sizes;
+  p->space.ep_sizes = *ep_sizes;
   auto workload = make_workload(run);
   if (!workload) {
     return report_error(io, workload.error());
@@ -272,6 +287,25 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   if (!model) {
     return report_error(io, model.error().with_context("--model"));
   }
+  // The rank-local model of every split the space lists (docs/design/parallelism.md): a size the
+  // model cannot be split by is an error naming the option, not a column of failed points.
+  std::map<std::pair<std::int64_t, std::int64_t>, Model> split_models;
+  for (const std::int64_t tp : p->space.tp_sizes) {
+    for (const std::int64_t ep : p->space.ep_sizes) {
+      if ((tp == 1 && ep == 1) || (tp > 1 && ep > 1) || split_models.count({tp, ep}) != 0) {
+        continue;
+      }
+      auto split = ModelSplit::make(tp, ep, run.sequence_parallel, run.capacity_factor);
+      if (!split) {
+        return report_error(io, split.error().with_context("--capacity-factor"));
+      }
+      auto local = load_model_argument(run.model, {}, *split);
+      if (!local) {
+        return report_error(io, local.error().with_context(tp > 1 ? "--tp" : "--ep"));
+      }
+      split_models.emplace(std::pair{tp, ep}, std::move(*local));
+    }
+  }
   // Every thread simulates one point at a time: refuse before building any of them.
   const std::int64_t largest_mb =
       p->space.microbatches.empty() ? 1
@@ -284,7 +318,7 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
     return report_error(io, s.error());
   }
   p->base = sweep::SweepBase{std::move(*model), *hardware, std::move(*config), *workload,
-                             sim::SimOptions{}};
+                             sim::SimOptions{}, std::move(split_models)};
   return std::nullopt;
 }
 
@@ -326,6 +360,14 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
        "prefetch depths (0 = none, K = next K units) or policies none | next(K) | budget(E)")
       ("streams", po::value(&a.streams)->default_value(a.streams),
        "separate (all-gather and reduce-scatter streams) | unified (one communication stream)")
+      ("tp", po::value(&a.tp)->default_value(a.tp),
+       "tensor-parallel sizes: a 'tp' axis of that size innermost, FSDP over ranks / tp")
+      ("ep", po::value(&a.ep)->default_value(a.ep),
+       "expert-parallel sizes (MoE models): an 'ep' axis innermost, experts split over it")
+      ("sequence-parallel", po::bool_switch(&run.sequence_parallel),
+       "the tp > 1 points use Megatron sequence parallelism")
+      ("capacity-factor", po::value(&run.capacity_factor)->default_value(run.capacity_factor),
+       "the ep > 1 points pad routed tokens to this multiple of the balanced share")
       ("seq-len", po::value(&run.seq_len)->default_value(run.seq_len), "tokens per sequence")
       ("micro-batch-size", po::value(&run.micro_batch_size)->default_value(run.micro_batch_size),
        "sequences per microbatch per rank")

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/base/strings.h"
+#include "core/mesh/placements.h"
 
 namespace fsdp::cli {
 namespace {
@@ -40,7 +41,12 @@ double tokens_per_s(const SweepReport& r, const SweepOutcome& o, const SweepPoin
   if (o.step_time_ps <= 0) {
     return 0;
   }
-  return static_cast<double>(r.ranks * p.microbatches * r.tokens_per_microbatch) /
+  // The ranks of one tensor-parallel group share their microbatches' tokens.
+  std::int64_t tp = 1;
+  if (const auto a = p.mesh.axis_index(kTensorParallelAxis)) {
+    tp = p.mesh.axis_size(*a);
+  }
+  return static_cast<double>(r.ranks / tp * p.microbatches * r.tokens_per_microbatch) /
          (static_cast<double>(o.step_time_ps) * 1e-12);
 }
 

@@ -19,7 +19,7 @@ using nlohmann::json;
 namespace {
 
 bool is_timed_kind(const std::string& kind) {
-  for (int k = 0; k <= static_cast<int>(OpKind::kWait); ++k) {
+  for (int k = 0; k < kNumOpKinds; ++k) {
     const auto op = static_cast<OpKind>(k);
     if (to_string(op) == kind) {
       return is_compute(op) || is_collective(op);

@@ -12,20 +12,50 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/base/check.h"
 #include "core/base/strings.h"
+#include "core/mesh/placements.h"
 
 namespace fsdp::sweep {
 namespace {
 
 bool usable(const SweepOutcome& o) { return o.error.empty() && o.fits; }
 
-Expected<DeviceMesh> two_axis_mesh(std::int64_t ranks, std::int64_t inner) {
-  return DeviceMesh::make({MeshAxis{"dp_outer", ranks / inner}, MeshAxis{"dp_inner", inner}});
+// The DP axes over `ranks` (one axis, or dp_outer x dp_inner when inner > 0) and the split's
+// axis innermost.
+Expected<DeviceMesh> sweep_mesh(std::int64_t ranks, std::int64_t inner, std::int64_t tp,
+                                std::int64_t ep) {
+  std::vector<MeshAxis> axes;
+  if (inner > 0) {
+    axes = {MeshAxis{"dp_outer", ranks / inner}, MeshAxis{"dp_inner", inner}};
+  } else {
+    axes = {MeshAxis{"dp", ranks}};
+  }
+  if (tp > 1) {
+    axes.push_back(MeshAxis{std::string(kTensorParallelAxis), tp});
+  }
+  if (ep > 1) {
+    axes.push_back(MeshAxis{std::string(kExpertParallelAxis), ep});
+  }
+  return DeviceMesh::make(std::move(axes));
+}
+
+// (tp, ep) of a point's mesh.
+std::pair<std::int64_t, std::int64_t> split_of(const DeviceMesh& mesh) {
+  std::pair<std::int64_t, std::int64_t> out{1, 1};
+  if (const auto a = mesh.axis_index(kTensorParallelAxis)) {
+    out.first = mesh.axis_size(*a);
+  }
+  if (const auto a = mesh.axis_index(kExpertParallelAxis)) {
+    out.second = mesh.axis_size(*a);
+  }
+  return out;
 }
 
 }  // namespace
@@ -40,30 +70,44 @@ Expected<std::vector<SweepPoint>> enumerate_sweep(const SweepSpace& space) {
   if (recompute_values.empty()) {
     recompute_values.emplace_back();  // the base's
   }
+  std::vector<std::pair<std::int64_t, std::int64_t>> splits;
+  for (const std::int64_t tp : space.tp_sizes) {
+    for (const std::int64_t ep : space.ep_sizes) {
+      if (tp >= 1 && ep >= 1 && (tp == 1 || ep == 1) && space.ranks % (tp * ep) == 0) {
+        splits.emplace_back(tp, ep);
+      }
+    }
+  }
   std::vector<SweepPoint> points;
   for (Strategy strategy : space.strategies) {
     std::vector<DeviceMesh> meshes;
     const bool two_axis = strategy_mesh_ndim(strategy) == 2;
-    if (!two_axis) {
-      meshes.push_back(one_axis_mesh(space.ranks));
-    } else if (space.inner_sizes.empty()) {
-      for (std::int64_t inner = 2; inner < space.ranks; ++inner) {
-        if (space.ranks % inner == 0) {
-          FSDP_TRY(DeviceMesh mesh, two_axis_mesh(space.ranks, inner));
-          meshes.push_back(std::move(mesh));
+    for (const auto& [tp, ep] : splits) {
+      const std::int64_t dp = space.ranks / (tp * ep);
+      if (!two_axis) {
+        FSDP_TRY(DeviceMesh mesh, sweep_mesh(dp, 0, tp, ep));
+        meshes.push_back(std::move(mesh));
+      } else if (space.inner_sizes.empty()) {
+        for (std::int64_t inner = 2; inner < dp; ++inner) {
+          if (dp % inner == 0) {
+            FSDP_TRY(DeviceMesh mesh, sweep_mesh(dp, inner, tp, ep));
+            meshes.push_back(std::move(mesh));
+          }
         }
-      }
-    } else {
-      for (std::int64_t inner : space.inner_sizes) {
-        if (inner >= 1 && space.ranks % inner == 0) {
-          FSDP_TRY(DeviceMesh mesh, two_axis_mesh(space.ranks, inner));
-          meshes.push_back(std::move(mesh));
+      } else {
+        for (std::int64_t inner : space.inner_sizes) {
+          if (inner >= 1 && dp % inner == 0) {
+            FSDP_TRY(DeviceMesh mesh, sweep_mesh(dp, inner, tp, ep));
+            meshes.push_back(std::move(mesh));
+          }
         }
       }
     }
     for (const DeviceMesh& mesh : meshes) {
       for (ShardLayout layout : space.layouts) {
-        if (layout == ShardLayout::kUnpadded && (two_axis || strategy == Strategy::kNoShard)) {
+        // Unpadded layouts need a 1-axis dp mesh (an ep axis is a second one).
+        if (layout == ShardLayout::kUnpadded &&
+            (two_axis || strategy == Strategy::kNoShard || split_of(mesh).second > 1)) {
           continue;
         }
         for (std::int64_t mb : space.microbatches) {
@@ -111,7 +155,17 @@ SweepOutcome run_sweep_point(const SweepBase& base, const SweepPoint& point) {
       o.error = config.error().message();
       return o;
     }
-    auto schedule = build_schedule(base.model, *config, base.workload);
+    const std::pair<std::int64_t, std::int64_t> split = split_of(point.mesh);
+    const Model* model = &base.model;
+    if (split != std::pair<std::int64_t, std::int64_t>{1, 1}) {
+      const auto it = base.split_models.find(split);
+      if (it == base.split_models.end()) {
+        o.error = str_cat("no model split for tp=", split.first, ", ep=", split.second);
+        return o;
+      }
+      model = &it->second;
+    }
+    auto schedule = build_schedule(*model, *config, base.workload);
     if (!schedule) {
       o.error = schedule.error().message();
       return o;

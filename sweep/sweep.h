@@ -19,6 +19,9 @@
 #include "core/mesh/device_mesh.h"
 #include "core/mesh/strategy.h"
 #include "core/model/model.h"
+
+#include <map>
+#include <utility>
 #include "core/policy/config_options.h"
 #include "core/policy/recompute_policy.h"
 #include "core/policy/schedule_policy.h"
@@ -40,13 +43,19 @@ struct SweepSpace {
   std::vector<PrefetchPolicy> prefetch;  // both directions
   std::vector<bool> unified_streams;     // false: separate all-gather and reduce-scatter streams
   std::vector<RecomputePolicy> recompute;  // empty: the base's policy only
+  // Tensor- and expert-parallel sizes (docs/design/parallelism.md): a point with tp > 1 (ep > 1)
+  // has a "tp" ("ep") axis of that size innermost and its DP axes over ranks / tp (ep). Sizes
+  // that do not divide the ranks, and tp > 1 with ep > 1, are skipped.
+  std::vector<std::int64_t> tp_sizes = {1};
+  std::vector<std::int64_t> ep_sizes = {1};
 };
 
 // One configuration of the space; `index` is its position in enumeration order.
 struct SweepPoint {
   std::int64_t index = 0;
   Strategy strategy = Strategy::kZero3;
-  DeviceMesh mesh = one_axis_mesh(1);  // dp=16, or dp_outer=2,dp_inner=8 for hsdp/hfsdp
+  // dp=16, or dp_outer=2,dp_inner=8 for hsdp/hfsdp, with ",tp=T" or ",ep=E" when split.
+  DeviceMesh mesh = one_axis_mesh(1);
   ShardLayout layout = ShardLayout::kPadded;
   std::int64_t microbatches = 1;
   PrefetchPolicy prefetch{};  // next(1)
@@ -55,9 +64,10 @@ struct SweepPoint {
   friend bool operator==(const SweepPoint&, const SweepPoint&) = default;
 };
 
-// Every legal point, in the nested order strategy, mesh, layout, microbatches, prefetch, streams,
-// recompute (each dimension in the order given). Meshes: dp=ranks for 1-axis strategies,
-// dp_outer=ranks/inner,dp_inner=inner for 2-axis ones. Unpadded layouts are skipped for
+// Every legal point, in the nested order strategy, (tp, ep), mesh, layout, microbatches,
+// prefetch, streams, recompute (each dimension in the order given). Meshes: with d = ranks /
+// (tp x ep), dp=d for 1-axis strategies, dp_outer=d/inner,dp_inner=inner for 2-axis ones, then
+// tp=T or ep=E when above 1. Unpadded layouts are skipped for
 // no-shard (the layout does not matter there) and for 2-axis meshes (uneven collectives exist on
 // 1-axis meshes only). Error (kInvalidArgument): ranks outside [1, 2^30].
 Expected<std::vector<SweepPoint>> enumerate_sweep(const SweepSpace& space);
@@ -81,7 +91,7 @@ struct SweepOutcome {
 
 // Everything a point needs besides its own dimensions.
 struct SweepBase {
-  Model model;
+  Model model;  // whole: the points without tp and ep axes
   Hardware hardware;
   // Optimizer, mixed precision, block size, grad_scale, the in-flight cap, recompute (unless the
   // point has its own), ...; the mesh, strategy, layout, microbatches, prefetch and streams come
@@ -89,6 +99,8 @@ struct SweepBase {
   ConfigOptions config;
   Workload workload;
   sim::SimOptions sim;
+  // The rank-local models of the splits the space lists, keyed by (tp, ep).
+  std::map<std::pair<std::int64_t, std::int64_t>, Model> split_models = {};
 };
 
 // The base's options with the point's dimensions: mesh, strategy (its recipe, tensor_atomic

@@ -43,6 +43,14 @@ std::string op_label(const Schedule& s, const Op& op) {
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
     case OpKind::kAllReduce:
+    case OpKind::kAllToAll:
+      // An activation collective names its site ("attention.out", "moe.dispatch").
+      if (op.collective >= 0) {
+        const CollectiveInfo& info = s.collectives()[static_cast<std::size_t>(op.collective)];
+        if (const UnitWork* work = s.unit_work(info.unit); info.activation >= 0 && work) {
+          os << " " << work->collectives[static_cast<std::size_t>(info.activation)].site;
+        }
+      }
       os << " on " << s.mesh().axis_name(op.axis) << " " << op.elements << " x "
          << to_string(op.dtype) << " (" << op.bytes << " B)";
       break;

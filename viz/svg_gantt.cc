@@ -51,6 +51,8 @@ std::string_view op_kind_color(OpKind kind) {
     case OpKind::kAllGather: return "#4e79a7";
     case OpKind::kReduceScatter: return "#f28e2b";
     case OpKind::kAllReduce: return "#e15759";
+    case OpKind::kAllToAll:
+      return "#ff9d9a";
     default: return "#bab0ac";
   }
 }

@@ -456,6 +456,15 @@ class ExecutorImpl final : public Executor {
   }
 
   Status check_legs() const {
+    for (const CollectiveInfo& info : schedule_.collectives()) {
+      if (info.activation >= 0) {
+        return Error(ErrorCode::kFailedPrecondition,
+                     str_cat("the schedule's ", to_string(info.kind), " on mesh axis '",
+                             schedule_.mesh().axis_name(info.axis),
+                             "' moves activations of a tensor- or expert-parallel split, which "
+                             "the executor does not run yet: expected a mesh of dp axes only"));
+      }
+    }
     for (const GroupGeometry& g : geometry_.groups) {
       for (const CollectiveLeg leg : {CollectiveLeg::kUnshard, CollectiveLeg::kModelWeightSync}) {
         for (const RedistributeStep& s : g.leg(leg).steps) {
@@ -640,6 +649,8 @@ class ExecutorImpl final : public Executor {
       case OpKind::kAllReduce:
         issue_collective(op, i, operands);
         return ok_status();
+      case OpKind::kAllToAll:  // refused by check_legs: activation collectives only
+        return Error(ErrorCode::kFailedPrecondition, "the executor runs no all-to-all");
       case OpKind::kForward:
       case OpKind::kRecompute:
       case OpKind::kBackward:

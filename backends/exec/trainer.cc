@@ -6,11 +6,13 @@
 #include <cmath>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "core/base/strings.h"
+#include "core/mesh/placements.h"
 #include "core/schedule/schedule_builder.h"
 
 namespace fsdp::exec {
@@ -77,6 +79,17 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
   FSDP_TRY(const ConfigOptions options, config_options_of(spec));
+  // The decoder kernels are not split yet (docs/design/parallelism.md): refuse before the
+  // builder's mesh-and-model disagreement, which would blame the model.
+  for (const std::string_view axis : {kTensorParallelAxis, kExpertParallelAxis}) {
+    if (options.mesh.axis_index(axis)) {
+      return Error(ErrorCode::kFailedPrecondition,
+                   str_cat("mesh ", to_string(options.mesh), " has a '", axis,
+                           "' axis, which the training backends do not run yet: expected dp "
+                           "axes only (simulate, schedule and sweep model ",
+                           kTensorParallelAxis, " and ", kExpertParallelAxis, ")"));
+    }
+  }
   FSDP_TRY(FsdpConfig config, assemble_config(options));
   Workload workload;
   workload.seq_len = spec.model.seq_len;

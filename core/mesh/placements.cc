@@ -86,15 +86,27 @@ Expected<std::vector<std::int64_t>> resolve_dp_axes(const DeviceMesh& mesh,
                              indices_string(resolved), " from ", axes_string(dp_axes)));
     }
   }
-  if (static_cast<std::int64_t>(resolved.size()) != ndim) {
-    std::vector<std::int64_t> all;
-    for (std::int64_t a = 0; a < ndim; ++a) {
-      all.push_back(a);
+  // The axes left out of the DP mesh must be the tensor-parallel axis (its ranks hold different
+  // slices of the model, not replicas) or the expert-parallel one (left out by the placements
+  // of the routed experts, which it splits; the dense parameters' placements keep it, which
+  // FsdpConfig checks). docs/design/parallelism.md.
+  for (std::int64_t a = 0; a < ndim; ++a) {
+    const bool in_dp = std::find(resolved.begin(), resolved.end(), a) != resolved.end();
+    if (in_dp && mesh.axis_name(a) == kTensorParallelAxis) {
+      return invalid(str_cat("dp axes ", axes_string(dp_axes), " on mesh ", to_string(mesh),
+                             " include mesh axis ", a, " (", kTensorParallelAxis,
+                             "), the tensor-parallel axis: expected its ranks to hold slices "
+                             "of one replica, never a dp axis"));
     }
-    return Error(ErrorCode::kFailedPrecondition,
-                 str_cat("dp axes ", axes_string(dp_axes), " on mesh ", to_string(mesh),
-                         " are not implemented: expected every mesh axis in order ",
-                         indices_string(all), ", got ", indices_string(resolved)));
+    if (!in_dp && mesh.axis_name(a) != kTensorParallelAxis &&
+        mesh.axis_name(a) != kExpertParallelAxis) {
+      return Error(ErrorCode::kFailedPrecondition,
+                   str_cat("dp axes ", axes_string(dp_axes), " on mesh ", to_string(mesh),
+                           " leave out mesh axis ", a, " (", mesh.axis_name(a),
+                           "), which is not implemented: expected every mesh axis but '",
+                           kTensorParallelAxis, "' and '", kExpertParallelAxis,
+                           "' among the dp axes, got ", indices_string(resolved)));
+    }
   }
   return resolved;
 }
@@ -342,6 +354,28 @@ Expected<Range> Placements::local_range(BufferRole role, const GlobalLayout& lay
   FSDP_TRY(const MeshCoordinate coord, dp_coordinate(rank));
   const std::vector<AxisPlacement> axes = axis_placements(role);
   return get_local_range(layout, coord, axes);
+}
+
+Expected<Placements> Placements::without_dp_axis(std::int64_t mesh_axis) const {
+  const auto it = std::find(dp_axes_.begin(), dp_axes_.end(), mesh_axis);
+  if (it == dp_axes_.end() || dp_axes_.size() == 1) {
+    return invalid(str_cat("placements ", to_string(*this), " cannot drop mesh axis ", mesh_axis,
+                           ": expected one of several dp axes"));
+  }
+  const auto k = static_cast<std::size_t>(it - dp_axes_.begin());
+  std::vector<DpAxisRef> axes;
+  std::vector<Placement> lists[3];
+  for (std::size_t i = 0; i < dp_axes_.size(); ++i) {
+    if (i == k) {
+      continue;
+    }
+    axes.emplace_back(dp_axes_[i]);
+    lists[0].push_back(parameter_[i]);
+    lists[1].push_back(gradient_[i]);
+    lists[2].push_back(optimizer_[i]);
+  }
+  return make(mesh_, std::move(axes), std::move(lists[0]), std::move(lists[1]),
+              std::move(lists[2]));
 }
 
 Expected<Placements> Placements::specialize(DType group_dtype) const {

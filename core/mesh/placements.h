@@ -24,6 +24,12 @@
 
 namespace fsdp {
 
+// The mesh-axis names with a parallel meaning (docs/design/parallelism.md): "tp", the one axis
+// that may stay out of dp_axes (its ranks hold tensor-parallel slices of one replica), and "ep",
+// a DP axis of the dense parameters over which the experts are split instead of replicated.
+inline constexpr std::string_view kTensorParallelAxis = "tp";
+inline constexpr std::string_view kExpertParallelAxis = "ep";
+
 // A DP axis named by mesh-axis index (negative values wrap, as in Python) or by mesh-axis name.
 using DpAxisRef = std::variant<std::int64_t, std::string>;
 
@@ -40,8 +46,9 @@ class Placements {
   //     got 1" (kInvalidArgument; the reference's __post_init__).
   //  2. dp_axes (the reference's _validate_dp_axes): at least one; an index outside
   //     [-ndim, ndim) (kOutOfRange) or an unknown name (kInvalidArgument); duplicates ("must be
-  //     distinct"); not ascending ("mesh-axis order"); not exactly every mesh axis in order
-  //     (kFailedPrecondition "not implemented": DP sub-meshes are not modelled yet).
+  //     distinct"); not ascending ("mesh-axis order"); the tensor-parallel axis "tp" among them
+  //     (kInvalidArgument); a mesh axis left out that is neither "tp" nor the expert-parallel
+  //     axis "ep" (kFailedPrecondition "not implemented"; docs/design/parallelism.md).
   //  3. DBuffer validity per list (§3.2): Shard axes form a suffix; TensorAtomic only on a 1-D DP
   //     mesh (kFailedPrecondition "not implemented"). Project rule: parameter and optimizer
   //     placements are Shard or Replicate, never Partial.
@@ -88,6 +95,12 @@ class Placements {
   // segments). Errors: a bad rank; the get_local_range errors (dp_size not divisible).
   Expected<Range> local_range(BufferRole role, const GlobalLayout& layout,
                               std::int64_t rank) const;
+
+  // The placements without DP axis `mesh_axis` (its entry removed from dp_axes and from each
+  // list), validated again by make: the expert-data-parallel placements of an expert-parallel
+  // mesh (docs/design/parallelism.md). Errors: `mesh_axis` is no DP axis (kInvalidArgument), it
+  // is the only one, or make's checks fail on what is left.
+  Expected<Placements> without_dp_axis(std::int64_t mesh_axis) const;
 
   // §3.3 per-group specialisation: specialize_placement on every entry, then the checks of make
   // again (an fp8 group with both Shard(0) and RowAtomic() fails check 4).

@@ -31,6 +31,7 @@ Expected<std::vector<RedistributeStep>> plan_redistribute(std::span<const Placem
   std::vector<std::int64_t> changed;
   bool all_replicate_to_shard = true;
   bool all_shard_to_replicate = true;
+  bool all_partial_to_shard = true;
   for (std::size_t i = 0; i < from.size(); ++i) {
     if (from[i] == to[i]) {
       continue;
@@ -38,6 +39,7 @@ Expected<std::vector<RedistributeStep>> plan_redistribute(std::span<const Placem
     changed.push_back(static_cast<std::int64_t>(i));
     all_replicate_to_shard = all_replicate_to_shard && from[i].is_replicate() && to[i].is_shard();
     all_shard_to_replicate = all_shard_to_replicate && from[i].is_shard() && to[i].is_replicate();
+    all_partial_to_shard = all_partial_to_shard && from[i].is_partial() && to[i].is_shard();
   }
   std::vector<RedistributeStep> steps;
   if (changed.empty()) {
@@ -53,15 +55,26 @@ Expected<std::vector<RedistributeStep>> plan_redistribute(std::span<const Placem
     }
     return steps;
   }
+  // Project extension (docs/design/parallelism.md): Partial -> Shard on several axes, the
+  // adjoint of the gathers, reduce-scatters inner -> outer. It shards the dense parameters of
+  // an expert-parallel mesh over DP x EP; the reference raises NotImplementedError.
+  if (all_partial_to_shard && changed.size() > 1) {
+    for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
+      steps.push_back(RedistributeStep{*it, RedistributeKind::kReduceScatter});
+    }
+    return steps;
+  }
   const auto not_implemented = [&](std::string_view why) {
     return Error(ErrorCode::kFailedPrecondition,
                  str_cat("redistribute from ", to_string(from), " to ", to_string(to),
                          " is not implemented: ", why));
   };
   if (changed.size() != 1) {
-    return not_implemented(str_cat("expected one changed axis unless every change is "
-                                   "Replicate->Shard or every change is Shard->Replicate, got ",
-                                   changed.size()));
+    return not_implemented(
+        str_cat("expected one changed axis unless every change is "
+                "Replicate->Shard, every change is Shard->Replicate or every "
+                "change is Partial->Shard, got ",
+                changed.size()));
   }
   const std::int64_t axis = changed.front();
   const Placement& a = from[static_cast<std::size_t>(axis)];

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The placement changes DBuffer.redistribute supports (fsdp-behaviour.md §3.2) and the communication each one
-// costs: a change is legal only if every changed axis goes Replicate->Shard (a local view), every
-// changed axis goes Shard->Replicate (all-gathers, outer axis first), or exactly one axis changes
-// Partial->Replicate, Partial->Shard or Replicate->Partial(avg).
+// The placement changes DBuffer.redistribute supports (fsdp-behaviour.md §3.2) and the
+// communication each one costs: a change is legal only if every changed axis goes Replicate->Shard
+// (a local view), every changed axis goes Shard->Replicate (all-gathers, outer axis first), every
+// changed axis goes Partial->Shard (reduce-scatters, inner axis first: a project extension, see
+// docs/design/parallelism.md), or exactly one axis changes Partial->Replicate, Partial->Shard or
+// Replicate->Partial(avg).
 #pragma once
 
 #include <cstdint>

@@ -55,10 +55,22 @@ std::int64_t strategy_mesh_ndim(Strategy strategy) {
 Expected<Placements> make_strategy_placements(Strategy strategy, const DeviceMesh& mesh,
                                               bool tensor_atomic) {
   const std::int64_t ndim = strategy_mesh_ndim(strategy);
-  if (mesh.ndim() != ndim) {
+  // The recipe's axes: every mesh axis but the tensor- and expert-parallel ones.
+  std::vector<std::int64_t> recipe_axes;
+  std::vector<std::string> others;
+  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+    const std::string& name = mesh.axis_name(a);
+    if (name == kTensorParallelAxis || name == kExpertParallelAxis) {
+      others.push_back(name);
+    } else {
+      recipe_axes.push_back(a);
+    }
+  }
+  if (static_cast<std::int64_t>(recipe_axes.size()) != ndim) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat(to_string(strategy), " needs a ", ndim, "-axis dp mesh, got the ",
-                         mesh.ndim(), "-axis mesh ", to_string(mesh)));
+                         recipe_axes.size(), "-axis mesh ", to_string(mesh),
+                         others.empty() ? "" : str_cat(" (besides ", join(others, ", "), ")")));
   }
   const bool zero = strategy == Strategy::kZero1 || strategy == Strategy::kZero2 ||
                     strategy == Strategy::kZero3;
@@ -70,25 +82,50 @@ Expected<Placements> make_strategy_placements(Strategy strategy, const DeviceMes
   const Placement s = tensor_atomic ? Placement::tensor_atomic() : Placement::shard();
   const Placement r = Placement::replicate();
   const Placement p = Placement::partial(ReduceOp::kAvg);
-  std::vector<DpAxisRef> axes;
-  for (std::int64_t a = 0; a < ndim; ++a) {
-    axes.emplace_back(a);
-  }
+  using List = std::vector<Placement>;
+  List param;
+  List grad;
+  List opt;
   switch (strategy) {
     case Strategy::kNoShard:
-      return Placements::make(mesh, axes, {r}, {p}, {r});
+      param = {r}, grad = {p}, opt = {r};
+      break;
     case Strategy::kZero1:
-      return Placements::make(mesh, axes, {r}, {p}, {s});
+      param = {r}, grad = {p}, opt = {s};
+      break;
     case Strategy::kZero2:
-      return Placements::make(mesh, axes, {r}, {s}, {s});
+      param = {r}, grad = {s}, opt = {s};
+      break;
     case Strategy::kZero3:
-      return Placements::make(mesh, axes, {s}, {s}, {s});
+      param = {s}, grad = {s}, opt = {s};
+      break;
     case Strategy::kHsdp:
-      return Placements::make(mesh, axes, {r, s}, {p, s}, {r, s});
+      param = {r, s}, grad = {p, s}, opt = {r, s};
+      break;
     case Strategy::kHfsdp:
-      return Placements::make(mesh, axes, {r, s}, {p, s}, {s, s});
+      param = {r, s}, grad = {p, s}, opt = {s, s};
+      break;
   }
-  return Error(ErrorCode::kInternal, "unknown strategy");
+  // The expert-parallel axis is a DP axis of the dense parameters and places them as the
+  // recipe's innermost axis does (docs/design/parallelism.md); the tensor-parallel axis is not
+  // a DP axis.
+  std::vector<DpAxisRef> axes;
+  List lists[3];
+  std::size_t next = 0;
+  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+    const std::string& name = mesh.axis_name(a);
+    if (name == kTensorParallelAxis) {
+      continue;
+    }
+    const std::size_t from =
+        name == kExpertParallelAxis ? static_cast<std::size_t>(ndim - 1) : next++;
+    axes.emplace_back(a);
+    lists[0].push_back(param[from]);
+    lists[1].push_back(grad[from]);
+    lists[2].push_back(opt[from]);
+  }
+  return Placements::make(mesh, axes, std::move(lists[0]), std::move(lists[1]),
+                          std::move(lists[2]));
 }
 
 }  // namespace fsdp

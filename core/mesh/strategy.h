@@ -26,7 +26,9 @@ Expected<Strategy> parse_strategy(std::string_view text);
 // Mesh axes a strategy needs: 1 for no-shard and ZeRO-1/2/3, 2 (outer, inner) for HSDP/HFSDP.
 std::int64_t strategy_mesh_ndim(Strategy strategy);
 
-// The §3.3 table, with dp_axes = every mesh axis (the mesh is the DP mesh):
+// The §3.3 table on the mesh's DP axes: every axis but "tp" (not a DP axis) and "ep" (a DP axis
+// of the dense parameters placed as the recipe's innermost axis), e.g. zero3 on dp=8,ep=8 is
+// [S, S] on both axes, on dp=32,tp=8 [S] on dp:
 //   no-shard [R] [P(avg)] [R]          ZeRO-1 [R] [P(avg)] [S]
 //   ZeRO-2   [R] [S] [S]               ZeRO-3 [S] [S] [S]
 //   HSDP  [R,S] [P(avg),S] [R,S]       HFSDP  [R,S] [P(avg),S] [S,S]

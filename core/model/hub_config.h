@@ -13,6 +13,7 @@
 #include "core/base/expected.h"
 #include "core/model/hub_arch.h"
 #include "core/model/model.h"
+#include "core/model/model_split.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,9 +32,19 @@ Expected<Model> hub_config_to_model(const nlohmann::json& doc, std::string_view 
 
 // The Model of an architecture read by read_hub_arch (and maybe shrunk by apply_hub_overrides),
 // called `name` ("model" when empty); `source` starts the errors (counts that overflow int64).
-// hub_config_to_model is read_hub_arch followed by this.
-Expected<Model> hub_arch_to_model(const HubArch& arch, std::string_view source,
-                                  std::string name);
+// hub_config_to_model is read_hub_arch followed by this. With a split (core/model/model_split.h)
+// the model is one rank's: heads, key-value heads, MLP widths and the vocabulary (padded up to a
+// multiple of tp) divided by tp, experts by ep, and each unit's work lists the activation
+// collectives the split issues (docs/design/parallelism.md); the errors of check_model_split
+// come first.
+Expected<Model> hub_arch_to_model(const HubArch& arch, std::string_view source, std::string name,
+                                  const ModelSplit& split = ModelSplit());
+
+// Whether `split` divides the architecture, one line naming the config field, the axis and both
+// values: tp must divide the attention heads, the key-value heads (grouped-query attention), the
+// dense and expert MLP widths and the shared experts' width; ep > 1 needs experts and must divide
+// them. The vocabulary is padded, never refused.
+Status check_model_split(const HubArch& arch, const ModelSplit& split, std::string_view source);
 
 // Limits that keep a hostile config from asking for billions of tensor records.
 inline constexpr std::int64_t kMaxHubLayers = 10000;

@@ -40,7 +40,7 @@ Expected<Shape> parse_shape_field(const JsonObjectReader& r) {
 
 Expected<Param> parse_param(const json& value, const std::string& source, const std::string& path) {
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(value, source, path));
-  FSDP_RETURN_IF_ERROR(r.reject_unknown({"name", "shape", "dtype", "requires_grad"}));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown({"name", "shape", "dtype", "requires_grad", "expert"}));
   FSDP_TRY(std::string name, r.get_string("name"));
   FSDP_TRY(const Shape shape, parse_shape_field(r));
   FSDP_TRY(const std::string dtype_text, r.get_string("dtype"));
@@ -49,7 +49,8 @@ Expected<Param> parse_param(const json& value, const std::string& source, const 
     return r.error("dtype", "one of bf16, fp16, fp32, fp8", describe_json(*r.find("dtype")));
   }
   FSDP_TRY(const bool requires_grad, r.get_bool_or("requires_grad", true));
-  auto param = Param::make(std::move(name), shape, *dtype, requires_grad);
+  FSDP_TRY(const bool expert, r.get_bool_or("expert", false));
+  auto param = Param::make(std::move(name), shape, *dtype, requires_grad, expert);
   if (!param) {
     return param.error().with_context(str_cat(source, ": field '", path, "'"));
   }
@@ -62,8 +63,8 @@ Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::st
   FSDP_TRY(const json* obj, unit_reader.get_object("work"));
   const std::string path = unit_reader.field_path("work");
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(*obj, source, path));
-  FSDP_RETURN_IF_ERROR(
-      r.reject_unknown({"gemms", "attention", "elementwise_bytes", "fused_elementwise_bytes"}));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown(
+      {"gemms", "attention", "elementwise_bytes", "fused_elementwise_bytes", "collectives"}));
   if (r.find("gemms") != nullptr) {
     FSDP_TRY(const json* list, r.get_array("gemms"));
     for (std::size_t i = 0; i < list->size(); ++i) {
@@ -93,6 +94,50 @@ Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::st
   FSDP_TRY(work.elementwise_bytes, r.get_int_or("elementwise_bytes", 0, 0));
   FSDP_TRY(work.fused_elementwise_bytes,
            r.get_int_or("fused_elementwise_bytes", 0, work.elementwise_bytes));
+  if (r.find("collectives") != nullptr) {
+    FSDP_TRY(const json* list, r.get_array("collectives"));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string at = str_cat(r.field_path("collectives"), "[", i, "]");
+      FSDP_TRY(const JsonObjectReader c, JsonObjectReader::make((*list)[i], source, at));
+      FSDP_RETURN_IF_ERROR(c.reject_unknown(
+          {"pass", "kind", "axis", "site", "elements_per_token", "token_divisor"}));
+      ActivationCollective a;
+      FSDP_TRY(const std::string pass, c.get_string("pass"));
+      FSDP_TRY(const std::string kind, c.get_string("kind"));
+      FSDP_TRY(const std::string axis, c.get_string("axis"));
+      bool known = false;
+      for (const CollectivePass p : {CollectivePass::kForward, CollectivePass::kBackward}) {
+        if (pass == to_string(p)) {
+          a.pass = p;
+          known = true;
+        }
+      }
+      if (!known) {
+        return c.error("pass", "forward or backward", str_cat("'", pass, "'"));
+      }
+      known = false;
+      for (const ActivationCollectiveKind k :
+           {ActivationCollectiveKind::kAllReduce, ActivationCollectiveKind::kAllGather,
+            ActivationCollectiveKind::kReduceScatter, ActivationCollectiveKind::kAllToAll}) {
+        if (kind == to_string(k)) {
+          a.kind = k;
+          known = true;
+        }
+      }
+      if (!known) {
+        return c.error("kind", "all-reduce, all-gather, reduce-scatter or all-to-all",
+                       str_cat("'", kind, "'"));
+      }
+      if (axis != "tp" && axis != "ep") {
+        return c.error("axis", "tp or ep", str_cat("'", axis, "'"));
+      }
+      a.axis = axis == "tp" ? ParallelAxis::kTensor : ParallelAxis::kExpert;
+      FSDP_TRY(a.site, c.get_string("site"));
+      FSDP_TRY(a.elements_per_token, c.get_int("elements_per_token", 1));
+      FSDP_TRY(a.token_divisor, c.get_int_or("token_divisor", 1, 1));
+      work.collectives.push_back(std::move(a));
+    }
+  }
   return work;
 }
 
@@ -115,6 +160,21 @@ ordered_json work_to_json(const UnitWork& work) {
   }
   out["elementwise_bytes"] = work.elementwise_bytes;
   out["fused_elementwise_bytes"] = work.fused_elementwise_bytes;
+  if (!work.collectives.empty()) {
+    ordered_json list = ordered_json::array();
+    for (const ActivationCollective& c : work.collectives) {
+      ordered_json e = {{"pass", to_string(c.pass)},
+                        {"kind", to_string(c.kind)},
+                        {"axis", to_string(c.axis)},
+                        {"site", c.site},
+                        {"elements_per_token", c.elements_per_token}};
+      if (c.token_divisor != 1) {
+        e["token_divisor"] = c.token_divisor;
+      }
+      list.push_back(std::move(e));
+    }
+    out["collectives"] = std::move(list);
+  }
   return out;
 }
 
@@ -262,10 +322,14 @@ ordered_json model_to_json(const Model& model) {
       for (const std::int64_t d : p.shape().dims()) {
         shape.push_back(d);
       }
-      params.push_back({{"name", p.name()},
-                        {"shape", std::move(shape)},
-                        {"dtype", std::string(to_string(p.dtype()))},
-                        {"requires_grad", p.requires_grad()}});
+      ordered_json entry = {{"name", p.name()},
+                            {"shape", std::move(shape)},
+                            {"dtype", std::string(to_string(p.dtype()))},
+                            {"requires_grad", p.requires_grad()}};
+      if (p.expert()) {
+        entry["expert"] = true;
+      }
+      params.push_back(std::move(entry));
     }
     ordered_json unit = {{"name", u.name()}};
     if (u.parent() != Unit::kNoParent) {
@@ -293,7 +357,7 @@ ordered_json model_to_json(const Model& model) {
       activations["loss_logits"] = a.loss_logits;
     }
     unit["activation_bytes_per_token"] = std::move(activations);
-    if (!u.work().empty()) {
+    if (!u.work().empty() || !u.work().collectives.empty()) {
       unit["work"] = work_to_json(u.work());
     }
     units.push_back(std::move(unit));

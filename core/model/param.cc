@@ -7,7 +7,8 @@
 
 namespace fsdp {
 
-Expected<Param> Param::make(std::string name, Shape shape, DType dtype, bool requires_grad) {
+Expected<Param> Param::make(std::string name, Shape shape, DType dtype, bool requires_grad,
+                            bool expert) {
   FSDP_RETURN_IF_ERROR(internal::check_name("parameter", name));
   std::int64_t bytes = 0;
   if (!checked_mul(shape.numel(), dtype_bytes(dtype), &bytes)) {
@@ -20,6 +21,7 @@ Expected<Param> Param::make(std::string name, Shape shape, DType dtype, bool req
   p.shape_ = shape;
   p.dtype_ = dtype;
   p.requires_grad_ = requires_grad;
+  p.expert_ = expert;
   p.bytes_ = bytes;
   return p;
 }

@@ -15,13 +15,13 @@ std::vector<ParamGrouping> group_params(std::span<const Param> params) {
     ParamGrouping* group = nullptr;
     // A unit has at most a handful of groups, so a linear search keeps first-seen order simply.
     for (ParamGrouping& g : groups) {
-      if (g.dtype == p.dtype() && g.requires_grad == p.requires_grad()) {
+      if (g.dtype == p.dtype() && g.requires_grad == p.requires_grad() && g.expert == p.expert()) {
         group = &g;
         break;
       }
     }
     if (group == nullptr) {
-      group = &groups.emplace_back(ParamGrouping{p.dtype(), p.requires_grad(), {}});
+      group = &groups.emplace_back(ParamGrouping{p.dtype(), p.requires_grad(), {}, p.expert()});
     }
     group->param_indices.push_back(static_cast<std::int64_t>(i));
   }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Parameter groups of one FSDP unit, as fully_shard forms them (fsdp-behaviour.md §4.1 step 2e): the
-// unit's parameters keyed by (dtype, requires_grad) in first-seen order, one DBuffer group each,
-// with the group's GlobalLayout from core/layout (fsdp-behaviour.md §3.3: RowAtomic, or BlockAtomic(32) for
-// MXFP8 groups).
+// Parameter groups of one FSDP unit, as fully_shard forms them (fsdp-behaviour.md §4.1 step 2e):
+// the unit's parameters keyed by (dtype, requires_grad, expert) in first-seen order, one DBuffer
+// group each, with the group's GlobalLayout from core/layout (fsdp-behaviour.md §3.3: RowAtomic, or
+// BlockAtomic(32) for MXFP8 groups).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,8 @@ struct ParamGrouping {
   DType dtype = DType::kBf16;
   bool requires_grad = true;
   std::vector<std::int64_t> param_indices;  // into the unit's params, in parameter order
+  // Routed experts of an expert-parallel split: sharded over the expert-data-parallel axes.
+  bool expert = false;
   friend bool operator==(const ParamGrouping&, const ParamGrouping&) = default;
 };
 
@@ -38,8 +40,8 @@ struct ParamGroup {
   friend bool operator==(const ParamGroup&, const ParamGroup&) = default;
 };
 
-// Groups by (dtype, requires_grad), groups in order of their first parameter. Never fails; an
-// empty span gives no groups (a parameterless unit).
+// Groups by (dtype, requires_grad, expert), groups in order of their first parameter. Never fails;
+// an empty span gives no groups (a parameterless unit).
 std::vector<ParamGrouping> group_params(std::span<const Param> params);
 
 // group_params, then build_row_atomic_layout(shapes, dp_size, block, shard_layout) per group,

@@ -43,7 +43,44 @@ Status validate_unit_work(const UnitWork& work, std::string_view what) {
                 str_cat("an integer in [0, elementwise_bytes = ", work.elementwise_bytes, "]"),
                 work.fused_elementwise_bytes);
   }
+  for (std::size_t i = 0; i < work.collectives.size(); ++i) {
+    const ActivationCollective& c = work.collectives[i];
+    if (c.site.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(what, ": work collectives[", i, "].site: expected a name, got none"));
+    }
+    if (c.elements_per_token < 1) {
+      return fail(str_cat("collectives[", i, "].elements_per_token"), "a positive integer",
+                  c.elements_per_token);
+    }
+    if (c.token_divisor < 1) {
+      return fail(str_cat("collectives[", i, "].token_divisor"), "a positive integer",
+                  c.token_divisor);
+    }
+  }
   return ok_status();
+}
+
+std::string_view to_string(ParallelAxis axis) {
+  return axis == ParallelAxis::kTensor ? "tp" : "ep";
+}
+
+std::string_view to_string(ActivationCollectiveKind kind) {
+  switch (kind) {
+    case ActivationCollectiveKind::kAllReduce:
+      return "all-reduce";
+    case ActivationCollectiveKind::kAllGather:
+      return "all-gather";
+    case ActivationCollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case ActivationCollectiveKind::kAllToAll:
+      return "all-to-all";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(CollectivePass pass) {
+  return pass == CollectivePass::kForward ? "forward" : "backward";
 }
 
 }  // namespace fsdp

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +37,39 @@ struct AttentionShape {
   friend bool operator==(const AttentionShape&, const AttentionShape&) = default;
 };
 
+// The parallel axis an activation collective runs over: the tensor-parallel group ("tp") or the
+// expert-parallel group ("ep") of the mesh (docs/design/parallelism.md).
+enum class ParallelAxis : std::uint8_t { kTensor, kExpert };
+// What an activation collective does (the schedule issues it as the matching collective op).
+enum class ActivationCollectiveKind : std::uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll
+};
+// Whether it runs in the unit's forward (and again in a full recompute) or in its backward.
+enum class CollectivePass : std::uint8_t { kForward, kBackward };
+
+// One collective a unit's computation issues on its activations when the model is split over a
+// tensor- or expert-parallel group (Megatron-LM's layers; docs/design/parallelism.md gives each
+// site and its size): e.g. the all-reduce of the attention block's row-parallel output. Its
+// elements are per token of the microbatch: op elements = tokens x elements_per_token /
+// token_divisor (token_divisor = tp for a sequence-parallel tensor, which each rank holds for
+// 1/tp of the tokens).
+struct ActivationCollective {
+  CollectivePass pass = CollectivePass::kForward;
+  ActivationCollectiveKind kind = ActivationCollectiveKind::kAllReduce;
+  ParallelAxis axis = ParallelAxis::kTensor;
+  std::string site;  // what it moves: "attention.out", "mlp.in_grad", "moe.dispatch", ...
+  std::int64_t elements_per_token = 0;
+  std::int64_t token_divisor = 1;
+  friend bool operator==(const ActivationCollective&, const ActivationCollective&) = default;
+};
+
+std::string_view to_string(ParallelAxis axis);              // "tp", "ep"
+std::string_view to_string(ActivationCollectiveKind kind);  // "all-reduce", ..., "all-to-all"
+std::string_view to_string(CollectivePass pass);            // "forward", "backward"
+
 struct UnitWork {
   std::vector<GemmShape> gemms;
   AttentionShape attention;
@@ -43,6 +77,10 @@ struct UnitWork {
   // as eager PyTorch runs them, and with elementwise chains fused (torch.compile).
   std::int64_t elementwise_bytes = 0;
   std::int64_t fused_elementwise_bytes = 0;
+  // The activation collectives of a tensor- or expert-parallel split, in the order the forward
+  // (then the backward) issues them; empty for an unsplit model. Not kernels: empty() ignores
+  // them.
+  std::vector<ActivationCollective> collectives;
 
   // No GEMM, no attention, no elementwise bytes: the unit is costed from its FLOPs.
   bool empty() const {
@@ -54,7 +92,8 @@ struct UnitWork {
 
 // Errors (kInvalidArgument), naming `what` and the field: a GEMM dimension, count or row ratio
 // < 1; heads < 0, or heads > 0 with a head dimension < 1; negative bytes; fused bytes above the
-// eager bytes.
+// eager bytes; an activation collective with elements_per_token or token_divisor < 1 or an
+// empty site.
 Status validate_unit_work(const UnitWork& work, std::string_view what);
 
 }  // namespace fsdp

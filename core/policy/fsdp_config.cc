@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/policy/fsdp_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/base/check.h"
@@ -43,6 +44,16 @@ Expected<FsdpConfig> FsdpConfig::make(Placements placements, FsdpOptions options
                  str_cat("shard layout unpadded on a ", placements.num_dp_axes(),
                          "-axis dp mesh (", to_string(placements.mesh()),
                          ") is not implemented: uneven collectives need a 1-D dp mesh"));
+  }
+  // The dense parameters shard over DP x EP (docs/design/parallelism.md): placements that
+  // leave the expert-parallel axis out are the experts' own, derived by the schedule.
+  if (const auto ep = placements.mesh().axis_index(kExpertParallelAxis);
+      ep && std::find(placements.dp_axes().begin(), placements.dp_axes().end(), *ep) ==
+                placements.dp_axes().end()) {
+    return invalid(str_cat("placements ", to_string(placements), " leave out mesh axis ", *ep, " (",
+                           kExpertParallelAxis,
+                           "): expected the dense parameters' dp axes to include the "
+                           "expert-parallel axis (the experts shard over the others)"));
   }
   return FsdpConfig(std::move(placements), std::move(options));
 }

@@ -42,7 +42,9 @@ class FsdpConfig {
  public:
   // Errors, each one line: block_size < 1, num_microbatches < 1, grad_scale not finite or <= 0
   // (kInvalidArgument); shard layout unpadded with a Shard placement on a dp mesh of more than
-  // one axis (kFailedPrecondition: uneven collectives exist for 1-D meshes only, §3.2, §9.2).
+  // one axis (kFailedPrecondition: uneven collectives exist for 1-D meshes only, §3.2, §9.2);
+  // placements whose dp axes leave out the mesh's "ep" axis (kInvalidArgument: those are the
+  // experts' placements, which the schedule derives with Placements::without_dp_axis).
   static Expected<FsdpConfig> make(Placements placements, FsdpOptions options);
 
   const DeviceMesh& mesh() const { return placements_.mesh(); }

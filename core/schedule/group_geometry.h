@@ -50,6 +50,10 @@ struct GroupGeometry {
   DType main_grad_dtype = DType::kBf16;
   DType main_dtype = DType::kFp32;
   bool trainable = true;
+  // Routed experts of an expert-parallel mesh: `placements` are the expert-data-parallel ones
+  // (the config's without the "ep" axis), and their module's fully_shard takes grad_scale / ep
+  // (the seed's rule), so every group's gradient multiplier is the schedule's gradient_scale.
+  bool expert = false;
   bool aliases_main = false;         // the model weight is the main weight (same dtype)
   bool mxfp8 = false;                // fp8 compute: weight buffers hold two planes and scales
   bool param_replicated = false;     // ZeRO-1/2/no-shard: compute reads the model weight

@@ -20,8 +20,6 @@
 namespace fsdp {
 namespace {
 
-constexpr int kNumOpKinds = static_cast<int>(OpKind::kWait) + 1;
-
 std::size_t idx(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 bool valid_stream(StreamKind s) { return static_cast<int>(s) < kNumStreams; }

@@ -27,6 +27,8 @@ std::string_view to_string(OpKind kind) {
       return "reduce-scatter";
     case OpKind::kAllReduce:
       return "all-reduce";
+    case OpKind::kAllToAll:
+      return "all-to-all";
     case OpKind::kForward:
       return "forward";
     case OpKind::kBackward:

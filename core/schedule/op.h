@@ -17,21 +17,23 @@ enum class StreamKind : std::uint8_t { kCompute = 0, kAllGather = 1, kReduceScat
 inline constexpr int kNumStreams = 3;
 
 enum class OpKind : std::uint8_t {
-  kAlloc,          // allocate `bytes` for buffer `buffer` (class `buffer_class`)
-  kFree,           // release buffer `buffer`
-  kAllGather,      // collective on mesh axis `axis`: this rank contributes `elements`
-  kReduceScatter,  // collective on `axis`: this rank receives `elements` (reduced)
-  kAllReduce,      // collective on `axis` over `elements`
-  kForward,        // a unit's forward pass: `flops`, `mem_bytes`
-  kBackward,       // a unit's backward pass (2x forward FLOPs)
-  kRecompute,      // the forward recomputed inside backward (activation checkpointing)
-  kGradCopy,       // copy autograd grads into the partial-grad buffer (`mem_bytes`)
-  kCast,           // cast main weights into model weights after the step (`mem_bytes`)
-  kOptimizerStep,  // the optimizer update over this rank's shard (`flops`, `mem_bytes`)
+  kAlloc,           // allocate `bytes` for buffer `buffer` (class `buffer_class`)
+  kFree,            // release buffer `buffer`
+  kAllGather,       // collective on mesh axis `axis`: this rank contributes `elements`
+  kReduceScatter,   // collective on `axis`: this rank receives `elements` (reduced)
+  kAllReduce,       // collective on `axis` over `elements`
+  kForward,         // a unit's forward pass: `flops`, `mem_bytes`
+  kBackward,        // a unit's backward pass (2x forward FLOPs)
+  kRecompute,       // the forward recomputed inside backward (activation checkpointing)
+  kGradCopy,        // copy autograd grads into the partial-grad buffer (`mem_bytes`)
+  kCast,            // cast main weights into model weights after the step (`mem_bytes`)
+  kOptimizerStep,   // the optimizer update over this rank's shard (`flops`, `mem_bytes`)
   kGradAccumulate,  // add a local gradient into the main-grad accumulator (`mem_bytes`)
-  kRecord,         // record event `event` on this stream
-  kWait,           // this stream waits until event `event` has been recorded and reached
+  kRecord,          // record event `event` on this stream
+  kWait,            // this stream waits until event `event` has been recorded and reached
+  kAllToAll,        // collective on `axis`: this rank sends `elements` in all, 1/n to each member
 };
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kAllToAll) + 1;
 
 // What a buffer holds (fsdp-behaviour.md §5). Resident classes live across steps; the rest are transient.
 enum class BufferClass : std::uint8_t {
@@ -76,7 +78,8 @@ std::string_view to_string(BufferClass buffer_class);  // "unsharded_weights", .
 std::string_view to_string(Phase phase);             // "forward", "backward", "step"
 
 inline bool is_collective(OpKind k) {
-  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
+  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce ||
+         k == OpKind::kAllToAll;
 }
 inline bool is_compute(OpKind k) {
   return k == OpKind::kForward || k == OpKind::kBackward || k == OpKind::kRecompute ||

@@ -55,7 +55,10 @@ struct ResidentBuffer {
 // which group it performs on which mesh axis, and (for uneven shards on a 1-D mesh) each
 // member's count. geometry_group and leg_step place it in the geometry
 // (collective_geometry(groups[geometry_group], leg, leg_step, ...)); a collective with
-// geometry_group -1 moves `elements` of no layout (hand-written simulator inputs).
+// geometry_group -1 moves `elements` of no layout (hand-written simulator inputs). An activation
+// collective of a tensor- or expert-parallel split names the unit's work.collectives entry it
+// performs (`activation`, with geometry_group -1): it moves the unit's activations, which the IR
+// holds in no buffer, so its ops name no operands (docs/design/parallelism.md).
 struct CollectiveInfo {
   OpKind kind = OpKind::kAllGather;
   std::int32_t axis = 0;
@@ -68,6 +71,8 @@ struct CollectiveInfo {
   // Elements each member of the axis group contributes (AG) or receives (RS), or reduces (AR);
   // empty when every member has the same count (then Op::elements is that count).
   std::vector<std::int64_t> member_elements;
+  // Index into unit_work[unit].collectives, or -1 for a parameter group's leg.
+  std::int32_t activation = -1;
   friend bool operator==(const CollectiveInfo&, const CollectiveInfo&) = default;
 };
 

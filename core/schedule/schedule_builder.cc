@@ -8,13 +8,17 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
 #include "core/layout/local_range.h"
+#include "core/mesh/placements.h"
 #include "core/mesh/redistribute.h"
+#include "core/model/unit_work.h"
 #include "core/policy/recompute_policy.h"
 #include "core/schedule/shard_plan.h"
 
@@ -34,7 +38,30 @@ struct GroupPlan {
 struct UnitPlan {
   std::vector<std::int32_t> groups;  // indices into the group plans
   std::int64_t param_elements = 0;   // for prefetch budgets
+  // Per entry of the unit's work.collectives: its index in the collectives table, mesh axis,
+  // elements and dtype (docs/design/parallelism.md).
+  struct Activation {
+    std::int32_t collective = -1;
+    std::int32_t axis = -1;
+    std::int64_t elements = 0;
+    DType dtype = DType::kBf16;
+  };
+  std::vector<Activation> activations;
 };
+
+OpKind activation_op_kind(ActivationCollectiveKind kind) {
+  switch (kind) {
+    case ActivationCollectiveKind::kAllReduce:
+      return OpKind::kAllReduce;
+    case ActivationCollectiveKind::kAllGather:
+      return OpKind::kAllGather;
+    case ActivationCollectiveKind::kReduceScatter:
+      return OpKind::kReduceScatter;
+    case ActivationCollectiveKind::kAllToAll:
+      return OpKind::kAllToAll;
+  }
+  return OpKind::kAllReduce;
+}
 
 // §4.12/§5.1: an MXFP8 weight buffer of n elements holds the row-wise and the column-wise
 // payload (one byte per element each) and one E8M0 scale byte per 32-element block of each
@@ -302,8 +329,7 @@ class ProgramBuilder {
                     std::int32_t dp_axis, DType dtype, std::int64_t elements, StreamKind stream,
                     std::initializer_list<Operand> operands) {
     Op op = base(kind, stream, g.unit, g.group);
-    op.axis = static_cast<std::int32_t>(
-        config_.placements().dp_axes()[static_cast<std::size_t>(dp_axis)]);
+    op.axis = static_cast<std::int32_t>(g.placements.dp_axes()[static_cast<std::size_t>(dp_axis)]);
     op.collective = collective_index;
     op.dtype = dtype;
     op.elements = elements;
@@ -311,6 +337,30 @@ class ProgramBuilder {
       return Error(ErrorCode::kOutOfRange, "collective payload overflows int64 bytes");
     }
     emit(op, operands);
+    return ok_status();
+  }
+
+  // The unit's activation collectives of `pass`, in their order, on the compute stream: a
+  // tensor-parallel layer's compute waits for them (Megatron-LM issues them synchronously).
+  Status activation_collectives(std::int32_t u, CollectivePass pass) {
+    const Unit& unit = model_.units()[static_cast<std::size_t>(u)];
+    const std::vector<ActivationCollective>& list = unit.work().collectives;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i].pass != pass) {
+        continue;
+      }
+      const UnitPlan::Activation& a = units_[static_cast<std::size_t>(u)].activations[i];
+      Op op = base(activation_op_kind(list[i].kind), StreamKind::kCompute, u, -1);
+      op.axis = a.axis;
+      op.collective = a.collective;
+      op.dtype = a.dtype;
+      op.elements = a.elements;
+      if (!checked_mul(a.elements, dtype_bytes(a.dtype), &op.bytes)) {
+        return Error(ErrorCode::kOutOfRange, str_cat("collective ", list[i].site, " of unit '",
+                                                     unit.name(), "' overflows int64 bytes"));
+      }
+      emit(op, {});
+    }
     return ok_status();
   }
 
@@ -666,6 +716,7 @@ class ProgramBuilder {
     }
     compute(OpKind::kForward, u, -1, flops, unit.param_bytes() + act, operands,
             unit_compute_dtype(u));
+    FSDP_RETURN_IF_ERROR(activation_collectives(u, CollectivePass::kForward));
     if (loss_buffer >= 0) {
       free_buffer(StreamKind::kCompute, loss_buffer, BufferClass::kActivations, u, -1);
     }
@@ -732,6 +783,12 @@ class ProgramBuilder {
       }
       compute(OpKind::kRecompute, u, -1, flops, weight_bytes + extra, operands,
               unit_compute_dtype(u));
+      // A recompute of the whole forward issues its collectives again; the selective modes
+      // keep the collectives' outputs (torchtitan's policy saves them; core attention has none).
+      const RecomputeMode mode = config_.recompute().mode();
+      if (mode == RecomputeMode::kFull || mode == RecomputeMode::kSelectiveLayer) {
+        FSDP_RETURN_IF_ERROR(activation_collectives(u, CollectivePass::kForward));
+      }
     }
     // Autograd writes the unit's full gradients during the backward (§5.2), so they are allocated
     // before it runs and count towards the backward peak (§5.2).
@@ -756,6 +813,7 @@ class ProgramBuilder {
     }
     compute(OpKind::kBackward, u, -1, bwd, 2 * unit.param_bytes(), backward_operands,
             unit_compute_dtype(u));
+    FSDP_RETURN_IF_ERROR(activation_collectives(u, CollectivePass::kBackward));
     if (loss_grads >= 0) {
       free_buffer(StreamKind::kCompute, loss_grads, BufferClass::kActivations, u, -1);
     }
@@ -1103,6 +1161,87 @@ std::int64_t optimizer_flops_per_element(const OptimizerPolicy& optimizer) {
   return 0;
 }
 
+// Fills units[u].activations and the collectives table for every unit's work.collectives.
+// Errors: a collective on an axis the mesh lacks; a tp or ep axis of size > 1 that no unit's
+// collective uses (the model is not split for the mesh); sequence-sharded tokens that tp does
+// not divide; sizes beyond int64.
+namespace {
+
+Status plan_activation_collectives(const Model& model, const FsdpConfig& config,
+                                   const ShardGeometry& geometry, std::int64_t tokens,
+                                   std::vector<UnitPlan>* units,
+                                   std::vector<CollectiveInfo>* collectives) {
+  const DeviceMesh& mesh = config.mesh();
+  bool used[2] = {false, false};
+  for (std::size_t u = 0; u < model.units().size(); ++u) {
+    const Unit& unit = model.units()[u];
+    const std::vector<ActivationCollective>& list = unit.work().collectives;
+    if (list.empty()) {
+      continue;
+    }
+    DType dtype = DType::kBf16;
+    for (std::int32_t gi : geometry.unit_groups[u]) {
+      if (geometry.groups[static_cast<std::size_t>(gi)].compute_dtype == DType::kFp32) {
+        dtype = DType::kFp32;
+      }
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const ActivationCollective& c = list[i];
+      const std::string_view axis_name = to_string(c.axis);
+      const std::optional<std::int64_t> axis = mesh.axis_index(axis_name);
+      if (!axis) {
+        return Error(ErrorCode::kFailedPrecondition,
+                     str_cat("unit '", unit.name(), "' issues ", to_string(c.kind), " ", c.site,
+                             " over a '", axis_name, "' axis, but mesh ", to_string(mesh),
+                             " has none: expected the mesh the model was split for"));
+      }
+      used[c.axis == ParallelAxis::kTensor ? 0 : 1] = true;
+      std::int64_t product = 0;
+      if (!checked_mul(tokens, c.elements_per_token, &product)) {
+        return Error(ErrorCode::kOutOfRange, str_cat("collective ", c.site, " of unit '",
+                                                     unit.name(), "' overflows int64 elements"));
+      }
+      const bool sharded = c.kind == ActivationCollectiveKind::kAllGather ||
+                           c.kind == ActivationCollectiveKind::kReduceScatter;
+      if (sharded && c.token_divisor > 1 && tokens % c.token_divisor != 0) {
+        return Error(ErrorCode::kInvalidArgument,
+                     str_cat("sequence parallelism over ", c.token_divisor,
+                             " ranks needs the microbatch's tokens divisible by ", c.token_divisor,
+                             ", got ", tokens, " (unit '", unit.name(), "')"));
+      }
+      CollectiveInfo info;
+      info.kind = activation_op_kind(c.kind);
+      info.axis = static_cast<std::int32_t>(*axis);
+      info.unit = static_cast<std::int32_t>(u);
+      info.dtype = dtype;
+      info.activation = static_cast<std::int32_t>(i);
+      UnitPlan::Activation a;
+      a.collective = static_cast<std::int32_t>(collectives->size());
+      a.axis = info.axis;
+      a.elements = product / c.token_divisor + (product % c.token_divisor != 0 ? 1 : 0);
+      a.dtype = dtype;
+      (*units)[u].activations.push_back(a);
+      collectives->push_back(std::move(info));
+    }
+  }
+  const std::string_view names[2] = {kTensorParallelAxis, kExpertParallelAxis};
+  for (int k = 0; k < 2; ++k) {
+    const std::optional<std::int64_t> axis = mesh.axis_index(names[k]);
+    if (axis && mesh.axis_size(*axis) > 1 && !used[k]) {
+      return Error(ErrorCode::kFailedPrecondition,
+                   str_cat("mesh ", to_string(mesh), " has a '", names[k], "' axis of ",
+                           mesh.axis_size(*axis), " ranks, but model '", model.name(),
+                           "' issues no ", names[k],
+                           " collective: expected the model split for it (a preset or hub "
+                           "config, which the mesh's ",
+                           names[k], " size divides)"));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
                                   const Workload& workload) {
   if (workload.seq_len < 1) {
@@ -1152,18 +1291,23 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
         CollectiveInfo info;
         info.kind = collective_kind(step.kind);
         info.axis = static_cast<std::int32_t>(
-            base_placements.dp_axes()[static_cast<std::size_t>(step.axis)]);
+            geo.placements.dp_axes()[static_cast<std::size_t>(step.axis)]);
         info.unit = geo.unit;
         info.group = geo.group;
         info.geometry_group = gi;
         info.leg = spec.leg;
         info.leg_step = static_cast<std::int32_t>(s);
         info.dtype = dtype;
-        if (!geo.layout.has_equal_shard_sizes() && base_placements.num_dp_axes() == 1) {
-          // Uneven shards exist only on a 1-D DP mesh: every rank is a member.
-          info.member_elements.reserve(static_cast<std::size_t>(dp));
+        if (!geo.layout.has_equal_shard_sizes() && geo.placements.num_dp_axes() == 1) {
+          // Uneven shards exist only on a 1-D DP mesh: the members are rank 0's group along
+          // it (every rank when the mesh has no other axis).
+          const std::int64_t members = geo.placements.dp_size();
+          info.member_elements.reserve(static_cast<std::size_t>(members));
           const Placement& target = to[static_cast<std::size_t>(step.axis)];
-          for (std::int64_t r = 0; r < dp; ++r) {
+          std::vector<std::int64_t> coord(static_cast<std::size_t>(config.mesh().ndim()), 0);
+          for (std::int64_t j = 0; j < members; ++j) {
+            coord[static_cast<std::size_t>(info.axis)] = j;
+            FSDP_TRY(const std::int64_t r, config.mesh().rank_of(coord));
             auto n = step_elements(geo, leg.states[s], step, target, r);
             if (n && spec.moves_weights) {
               n = weight_elements(geo, *n);
@@ -1183,6 +1327,12 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
     units[static_cast<std::size_t>(geo.unit)].param_elements += geo.numel;
     groups.push_back(std::move(g));
   }
+
+  // The activation collectives of a tensor- or expert-parallel split: each on its mesh axis,
+  // in the activations' dtype (fp32 for an fp32 model, else bf16: fp8 matmuls keep bf16
+  // activations).
+  FSDP_RETURN_IF_ERROR(
+      plan_activation_collectives(model, config, *geometry, tokens, &units, &collectives));
 
   // Rank classes: ranks with the same local sizes of every group under every placement state run
   // the same program. Equal shards (padded layouts) make every rank alike.
@@ -1253,7 +1403,7 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
   bool any_work = false;
   for (const Unit& unit : model.units()) {
     parts.unit_names.push_back(unit.name());
-    any_work = any_work || !unit.work().empty();
+    any_work = any_work || !unit.work().empty() || !unit.work().collectives.empty();
   }
   parts.workload = workload;
   parts.runtime_memory = config.framework().runtime_memory();

@@ -78,7 +78,6 @@ Expected<MemoryTally> tally_memory(const RankProgram& program) {
 
 namespace {
 
-constexpr int kNumOpKinds = static_cast<int>(OpKind::kWait) + 1;
 constexpr int kNumPhases = static_cast<int>(Phase::kStep) + 1;
 
 bool valid_stream(StreamKind s) { return static_cast<int>(s) < kNumStreams; }
@@ -112,12 +111,58 @@ std::string describe(const Operand& o) {
   return str_cat(to_string(o.space), " buffer ", o.buffer, " (", to_string(o.access), ")");
 }
 
+// An activation collective names an entry of its unit's work.collectives, of the same kind, on
+// the mesh axis that entry's parallel axis names, and no geometry group.
+Status activation_collective_impl(const ScheduleParts& s, std::size_t k) {
+  const CollectiveInfo& info = s.collectives[k];
+  const auto fail = [&](std::string_view what) {
+    return Error(ErrorCode::kFailedPrecondition,
+                 str_cat("collective ", k, " (activation collective ", info.activation, " of unit ",
+                         info.unit, ") ", what));
+  };
+  if (info.geometry_group >= 0) {
+    return fail(str_cat("names geometry group ", info.geometry_group,
+                        "; expected none (it moves activations, not a parameter group)"));
+  }
+  if (info.unit < 0 || idx(info.unit) >= s.unit_work.size() ||
+      idx(info.activation) >= s.unit_work[idx(info.unit)].collectives.size()) {
+    return fail("names no entry of its unit's work.collectives");
+  }
+  const ActivationCollective& a = s.unit_work[idx(info.unit)].collectives[idx(info.activation)];
+  const OpKind expected = a.kind == ActivationCollectiveKind::kAllReduce   ? OpKind::kAllReduce
+                          : a.kind == ActivationCollectiveKind::kAllGather ? OpKind::kAllGather
+                          : a.kind == ActivationCollectiveKind::kReduceScatter
+                              ? OpKind::kReduceScatter
+                              : OpKind::kAllToAll;
+  if (info.kind != expected) {
+    return fail(str_cat("is a ", to_string(info.kind), "; its entry ", a.site, " is a ",
+                        to_string(a.kind)));
+  }
+  if (info.axis < 0 || info.axis >= s.mesh.ndim() ||
+      s.mesh.axis_name(info.axis) != to_string(a.axis)) {
+    return fail(str_cat("runs on mesh axis ", info.axis, "; its entry ", a.site, " runs over the '",
+                        to_string(a.axis), "' axis"));
+  }
+  return ok_status();
+}
+
 // Every collective of the table that names a geometry group names a step of one of its legs
 // that performs the collective's kind on the collective's axis.
 Status geometry_impl(const ScheduleParts& s) {
   const ShardGeometry& geo = s.groups();
   for (std::size_t k = 0; k < s.collectives.size(); ++k) {
     const CollectiveInfo& info = s.collectives[k];
+    if (info.activation >= 0) {
+      FSDP_RETURN_IF_ERROR(activation_collective_impl(s, k));
+      continue;
+    }
+    if (info.kind == OpKind::kAllToAll) {
+      return Error(ErrorCode::kFailedPrecondition,
+                   str_cat("collective ", k,
+                           " is an all-to-all of no unit's activations: expected all-to-alls "
+                           "only as activation collectives (a parameter group never moves by "
+                           "all-to-all)"));
+    }
     if (info.geometry_group < 0) {
       continue;
     }
@@ -200,7 +245,22 @@ Status operand_shape_impl(const ScheduleParts& s, std::size_t c) {
       return where.fail(ErrorCode::kFailedPrecondition, i,
                         str_cat("has ", n, " operands; expected ", expected));
     };
+    const bool activation = is_collective(op.kind) && op.collective >= 0 &&
+                            idx(op.collective) < s.collectives.size() &&
+                            s.collectives[idx(op.collective)].activation >= 0;
+    if (activation) {
+      // Activations live in no IR buffer; the layer's compute waits for them.
+      if (n != 0 || op.stream != StreamKind::kCompute) {
+        return where.fail(
+            ErrorCode::kFailedPrecondition, i,
+            str_cat("is an activation collective with ", n, " operands on the ",
+                    to_string(op.stream), " stream; expected none, on the compute stream"));
+      }
+      continue;
+    }
     switch (op.kind) {
+      case OpKind::kAllToAll:
+        return shape_error("none: an all-to-all is an activation collective");
       case OpKind::kAlloc:
       case OpKind::kFree:
       case OpKind::kRecord:

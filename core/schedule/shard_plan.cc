@@ -3,11 +3,13 @@
 // redistribute legs (docs/design/schedule-ir.md, "Geometry").
 #include "core/schedule/shard_plan.h"
 
+#include <optional>
 #include <utility>
 
 #include "core/base/strings.h"
 #include "core/layout/layout_builder.h"
 #include "core/layout/owner_planner.h"
+#include "core/mesh/placements.h"
 #include "core/model/param_groups.h"
 
 namespace fsdp {
@@ -33,13 +35,14 @@ std::vector<std::vector<Placement>> step_states(const std::vector<Placement>& fr
 
 // Builds a group's layout for the DP mesh: tensor-atomic groups get planned owners (§3.4).
 Expected<GlobalLayout> group_layout(const Unit& unit, const ParamGrouping& grouping,
-                                    const FsdpConfig& config, std::int64_t block) {
+                                    const FsdpConfig& config, const Placements& placements,
+                                    std::int64_t block) {
   std::vector<Shape> shapes;
   for (std::int64_t pi : grouping.param_indices) {
     shapes.push_back(unit.params()[static_cast<std::size_t>(pi)].shape());
   }
-  const std::int64_t dp = config.placements().dp_size();
-  if (config.placements().is_tensor_atomic()) {
+  const std::int64_t dp = placements.dp_size();
+  if (placements.is_tensor_atomic()) {
     FSDP_TRY(std::vector<std::int64_t> owners, plan_tensor_owners(shapes, dp));
     return build_for_tensor_atomic(std::move(shapes), dp, owners);
   }
@@ -58,10 +61,12 @@ Status plan_leg(const std::vector<Placement>& from, const std::vector<Placement>
   return ok_status();
 }
 
+// `placements`: the config's, or for routed experts of an expert-parallel mesh the
+// expert-data-parallel ones (core/schedule/shard_plan.h).
 Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_t k,
-                                    const ParamGrouping& grouping, const FsdpConfig& config,
-                                    const std::string& where) {
-  auto specialised = config.placements().specialize(grouping.dtype);
+                                   const ParamGrouping& grouping, const FsdpConfig& config,
+                                   const Placements& placements, const std::string& where) {
+  auto specialised = placements.specialize(grouping.dtype);
   if (!specialised) {
     return specialised.error().with_context(where);
   }
@@ -79,7 +84,7 @@ Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_
     }
   }
   const std::int64_t block = grouping.dtype == DType::kFp8 ? kMxfp8BlockSize : config.block_size();
-  auto layout = group_layout(unit, grouping, config, block);
+  auto layout = group_layout(unit, grouping, config, placements, block);
   if (!layout) {
     return layout.error().with_context(where);
   }
@@ -99,6 +104,7 @@ Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_
                           : mp.main_grads_dtype_for(grouping.dtype);
   g.main_dtype = mp.main_params_dtype();
   g.trainable = grouping.requires_grad;
+  g.expert = grouping.expert;
   g.aliases_main = mp.model_weight_aliases_main(grouping.dtype);
   g.mxfp8 = g.compute_dtype == DType::kFp8;
   g.param_replicated = g.placements.is_replicated(BufferRole::kParameter);
@@ -130,6 +136,13 @@ Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_
 }  // namespace
 
 Expected<ShardGeometry> make_shard_plan(const Model& model, const FsdpConfig& config) {
+  // Routed experts of an expert-parallel mesh shard over the DP axes without "ep"
+  // (docs/design/parallelism.md); without an ep axis they are dense parameters.
+  std::optional<Placements> expert_placements;
+  if (const auto ep = config.mesh().axis_index(kExpertParallelAxis)) {
+    FSDP_TRY(Placements p, config.placements().without_dp_axis(*ep));
+    expert_placements = std::move(p);
+  }
   ShardGeometry plan;
   plan.unit_groups.resize(static_cast<std::size_t>(model.num_units()));
   for (std::int32_t u = 0; u < static_cast<std::int32_t>(model.num_units()); ++u) {
@@ -138,8 +151,10 @@ Expected<ShardGeometry> make_shard_plan(const Model& model, const FsdpConfig& co
     for (std::size_t k = 0; k < groupings.size(); ++k) {
       const std::string where = str_cat("unit '", unit.name(), "' group ", k, " (",
                                         to_string(groupings[k].dtype), ")");
+      const Placements& placements =
+          groupings[k].expert && expert_placements ? *expert_placements : config.placements();
       FSDP_TRY(GroupGeometry g, plan_group(unit, u, static_cast<std::int32_t>(k), groupings[k],
-                                            config, where));
+                                           config, placements, where));
       plan.unit_groups[static_cast<std::size_t>(u)].push_back(
           static_cast<std::int32_t>(plan.groups.size()));
       plan.groups.push_back(std::move(g));

@@ -12,8 +12,10 @@
 
 namespace fsdp {
 
-// Groups every unit's parameters (group_params), specialises the placements per group, builds
-// each layout for the DP mesh (TensorAtomic: planned owners) and plans the four legs. Errors name
+// Groups every unit's parameters (group_params), specialises the placements per group (routed
+// experts of a mesh with an "ep" axis: the config's placements without it,
+// Placements::without_dp_axis), builds each layout for the group's DP mesh (TensorAtomic:
+// planned owners) and plans the four legs. Errors name
 // the unit and group ("unit 'x' group 0 (bf16): ..."): layout rejections, MXFP8 shapes that are
 // not 2-D multiples of 32, unsupported redistributes.
 Expected<ShardGeometry> make_shard_plan(const Model& model, const FsdpConfig& config);

@@ -297,6 +297,7 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce:
+      case OpKind::kAllToAll:
         cursor_[g] = static_cast<std::int64_t>(pos);
         arrive(g, program_.colls[static_cast<std::size_t>(step.arg)].axis);
         return;

@@ -43,7 +43,6 @@ SimResult assemble_result(RunStats& stats, const StreamProgram& program,
   std::vector<CollectiveKindStat> kinds;
   // Collective axes were checked against the mesh in compile_program().
   const std::size_t ndim = static_cast<std::size_t>(num_axes);
-  constexpr std::size_t kNumOpKinds = static_cast<std::size_t>(OpKind::kWait) + 1;
   std::vector<std::int32_t> comm_slot(kNumStreams * ndim);       // per class
   std::vector<std::int32_t> kind_slots(kNumOpKinds * ndim, -1);  // over all classes
   for (std::size_t c = 0; c < static_cast<std::size_t>(program.num_classes); ++c) {

@@ -413,6 +413,22 @@ Expected<CollectiveCost> collective_cost(OpKind kind, std::int64_t max_member_el
     return CollectiveCost();
   }
   const double element_bytes = static_cast<double>(dtype_bytes(dtype));
+  if (kind == OpKind::kAllToAll) {
+    // Grouped point-to-point under either collective model (all_to_all_cost); bus bytes as
+    // nccl-tests' alltoall_perf counts them, (n - 1) / n of what each member sends.
+    std::int64_t bytes = 0;
+    if (!checked_mul(max_member_elements, dtype_bytes(dtype), &bytes)) {
+      return Error(ErrorCode::kOutOfRange, "all-to-all bytes per member overflow int64");
+    }
+    FSDP_TRY(const AllToAllCost a, all_to_all_cost(bytes, link));
+    CollectiveCost cost;
+    cost.duration = a.duration;
+    cost.latency = a.latency;
+    cost.transfer = a.transfer;
+    cost.bus_bytes =
+        static_cast<double>(bytes) * static_cast<double>(n - 1) / static_cast<double>(n);
+    return cost;
+  }
   if (const CollectiveCurve* curve = measured_curve(link, kind)) {
     return measured_cost(*curve, kind, static_cast<double>(max_member_elements) * element_bytes,
                          n);

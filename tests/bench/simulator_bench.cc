@@ -7,6 +7,9 @@
 //                                   inside nodes; the schedule is built once outside the loop.
 //                                   Counters: events/s (DES events processed per second), ops/s
 //                                   (schedule ops executed per second), and the simulated step.
+//   BM_SimulatorLlama405bTp8        the same model and ranks as dp=2048,tp=8 (ZeRO-3 over dp,
+//                                   8-way tensor parallelism inside nodes: issue 19's target is
+//                                   under 0.5 s), 8 microbatches, the rank-local model of tp=8.
 //   BM_SimulatorLlama8bDp16         the CLI default (Llama 3 8B, dp=16, 4 microbatches).
 //   BM_SimulatorLlama405bHsdpTrace  the first scenario with trace recording on.
 //   BM_SimulatorLlama70bUnpadded    Llama 3 70B on dp=4096 (ZeRO-3) with the unpadded layout, 8
@@ -22,7 +25,11 @@
 #include <string>
 
 #include "core/hardware/hardware_presets.h"
+#include "core/model/hub_arch.h"
+#include "core/model/hub_config.h"
+#include "core/model/json_fields.h"
 #include "core/model/model_presets.h"
+#include "core/model/model_split.h"
 #include "core/policy/fsdp_config.h"
 #include "core/schedule/schedule_builder.h"
 #include "sim/engine/simulator.h"
@@ -82,6 +89,29 @@ const Schedule& llama405b_hsdp() {
       build("llama-3.1-405b", Strategy::kHsdp, "dp_outer=2048,dp_inner=8", 8);
   return schedule;
 }
+
+const Schedule& llama405b_tp8() {
+  static const Schedule schedule = [] {
+    const ModelPreset* preset = find_model_preset("llama-3.1-405b");
+    const HubArch arch =
+        read_hub_arch(parse_json_text(preset->config_json, "405b").value(), "405b").value();
+    const Model local =
+        hub_arch_to_model(arch, "405b", "llama-3.1-405b", ModelSplit::make(8, 1, false).value())
+            .value();
+    FsdpOptions options;
+    options.num_microbatches = 8;
+    const FsdpConfig config =
+        make_fsdp_config(Strategy::kZero3, parse_device_mesh("dp=2048,tp=8").value(), options)
+            .value();
+    return build_schedule(local, config, Workload{}).value();
+  }();
+  return schedule;
+}
+
+void BM_SimulatorLlama405bTp8(benchmark::State& state) {
+  run(state, llama405b_tp8(), /*trace=*/false);
+}
+BENCHMARK(BM_SimulatorLlama405bTp8)->Unit(benchmark::kMillisecond);
 
 const Schedule& llama70b_unpadded() {
   static const Schedule schedule =

@@ -134,6 +134,42 @@ TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
   EXPECT_EQ(run_command(run_simulate_command, {"--format", "xml"}).code, 2);
 }
 
+// Issue 19: tensor- and expert-parallel meshes; the report names the time their collectives
+// take per axis (docs/design/parallelism.md).
+TEST(SimulateCommandTest, ParallelAxesReportTheirCommunication) {
+  const auto tp = run_command(run_simulate_command, {"--model", "llama-3-8b", "--layers", "2",
+                                                     "--mesh", "dp=2,tp=8", "--microbatches", "2"});
+  ASSERT_EQ(tp.code, 0) << tp.err;
+  EXPECT_NE(tp.out.find("compute stream, axis tp: 20 collectives"), std::string::npos) << tp.out;
+  EXPECT_NE(tp.out.find("all-reduce on tp: 20 calls"), std::string::npos) << tp.out;
+  const auto ep = run_command(run_simulate_command,
+                              {"--model", "mixtral-8x7b", "--layers", "2", "--mesh", "dp=2,ep=8",
+                               "--microbatches", "1", "--capacity-factor", "1.25"});
+  ASSERT_EQ(ep.code, 0) << ep.err;
+  EXPECT_NE(ep.out.find("all-to-all on ep: 8 calls"), std::string::npos) << ep.out;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> errors = {
+      {{"--mesh", "dp=16", "--sequence-parallel"},
+       "--sequence-parallel needs a tp axis of more than one rank, got mesh dp=16"},
+      {{"--mesh", "dp=2,tp=16"},
+       "llama-3-8b: tp=16 must divide num_key_value_heads = 8: expected a tp size that "
+       "divides it"},
+      {{"--mesh", "dp=2,ep=8"},
+       "llama-3-8b: ep=8 needs a mixture-of-experts model: expected experts to divide over the "
+       "ep axis, got a model without experts"},
+      {{"--mesh", "tp=2,ep=2"},
+       "--mesh: tp=2 with ep=2 is not implemented: expected a tp axis or an ep axis, not both "
+       "(expert tensor parallelism is not modelled)"},
+      {{"--mesh", "dp=2,ep=8", "--model", "mixtral-8x7b", "--capacity-factor", "0"},
+       "--capacity-factor: capacity factor is 0; expected a value in [1, 64]"},
+  };
+  for (const auto& [args, message] : errors) {
+    const auto r = run_command(run_simulate_command, args);
+    EXPECT_NE(r.code, 0) << args[1];
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+}
+
 // Issue 15: the per-op compute model and the flags that change what its kernels cost. Each is
 // visible in one line of the text summary and in the JSON's compute_model.
 double step_ms(const std::vector<std::string>& extra) {

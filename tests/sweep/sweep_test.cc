@@ -7,11 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "core/base/strings.h"
 #include "core/hardware/hardware_presets.h"
+#include "core/model/hub_config.h"
 #include "core/model/model_loader.h"
+#include "core/model/model_split.h"
 #include "core/schedule/schedule_builder.h"
+#include "tests/core/model/small_arch.h"
 
 namespace fsdp::sweep {
 namespace {
@@ -107,6 +113,60 @@ TEST(SweepTest, RecomputePoliciesAreTheInnermostDimension) {
   const SweepOutcome selective = run_sweep_point(base, points[1]);
   ASSERT_TRUE(none.error.empty() && selective.error.empty()) << none.error << selective.error;
   EXPECT_LT(selective.peak_bytes, none.peak_bytes);
+}
+
+// Tensor- and expert-parallel sizes: an innermost axis, the DP axes over what is left; sizes that
+// do not divide the ranks and tp with ep are skipped (docs/design/parallelism.md).
+TEST(SweepTest, ParallelSizesAddAnInnermostAxis) {
+  SweepSpace space;
+  space.ranks = 16;
+  space.strategies = {Strategy::kZero3, Strategy::kHsdp};
+  space.layouts = {ShardLayout::kPadded, ShardLayout::kUnpadded};
+  space.microbatches = {1};
+  space.prefetch = {PrefetchPolicy::none()};
+  space.unified_streams = {false};
+  space.tp_sizes = {1, 4, 3};
+  space.ep_sizes = {1, 2};
+  const std::vector<SweepPoint> points = enumerate_sweep(space).value();
+  std::vector<std::string> meshes;
+  for (const SweepPoint& p : points) {
+    meshes.push_back(str_cat(to_string(p.mesh), " ", to_string(p.layout)));
+    EXPECT_EQ(p.mesh.size(), 16);
+  }
+  const std::vector<std::string> expected = {
+      // zero3: dp=16 (padded, unpadded), dp=8,ep=2 (padded: two dp axes), dp=4,tp=4 (both)
+      "dp=16 padded", "dp=16 unpadded", "dp=8,ep=2 padded", "dp=4,tp=4 padded",
+      "dp=4,tp=4 unpadded",
+      // hsdp: inner 2, 4, 8 of 16; 2, 4 of 8 with ep=2; 2 of 4 with tp=4
+      "dp_outer=8,dp_inner=2 padded", "dp_outer=4,dp_inner=4 padded",
+      "dp_outer=2,dp_inner=8 padded", "dp_outer=4,dp_inner=2,ep=2 padded",
+      "dp_outer=2,dp_inner=4,ep=2 padded", "dp_outer=2,dp_inner=2,tp=4 padded"};
+  EXPECT_EQ(meshes, expected);
+}
+
+// A split point runs its split model; the report's tokens count each tp group once.
+TEST(SweepTest, SplitPointsSimulateTheirRankLocalModel) {
+  SweepBase base = tiny_base();
+  SweepPoint point;
+  point.strategy = Strategy::kZero3;
+  point.mesh = mesh_of("dp=2,tp=2");
+  const SweepOutcome missing = run_sweep_point(base, point);
+  EXPECT_EQ(missing.error, "no model split for tp=2, ep=1");
+  // The whole model on a tp mesh is refused by the builder, naming the axis.
+  base.split_models.emplace(std::pair{2, 1}, base.model);
+  const SweepOutcome whole = run_sweep_point(base, point);
+  EXPECT_NE(whole.error.find("has a 'tp' axis of 2 ranks"), std::string::npos) << whole.error;
+  // A Llama shape small enough to simulate at once, whole and split for tp=2.
+  const HubArch arch = testing::small_preset_arch("llama-3-8b");
+  base.model = hub_arch_to_model(arch, "small", "small").value();
+  base.split_models.clear();
+  base.split_models.emplace(
+      std::pair{2, 1},
+      hub_arch_to_model(arch, "small", "small", ModelSplit::make(2, 1, false).value()).value());
+  const SweepOutcome split = run_sweep_point(base, point);
+  ASSERT_TRUE(split.error.empty()) << split.error;
+  EXPECT_EQ(split.rank_classes, 1);              // the two tp ranks run one program
+  EXPECT_GT(split.exposed_communication_ps, 0);  // the tp all-reduces block compute
 }
 
 TEST(SweepTest, RankCountOutsideTheRangeIsAnError) {

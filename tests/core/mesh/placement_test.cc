@@ -142,6 +142,10 @@ TEST(PlacementRedistributeTest, SupportedChangesAndTheirCollectives) {
   EXPECT_EQ(plan_redistribute(V{p, p}, V{p, s}).value(),
             (Steps{{1, RedistributeKind::kReduceScatter}}));
   EXPECT_EQ(plan_redistribute(V{r}, V{p}).value(), (Steps{{0, RedistributeKind::kRelabel}}));
+  // The project's extension: reduce-scatters over several axes, inner -> outer (the adjoint of
+  // the gathers), for the dense parameters of an expert-parallel mesh.
+  EXPECT_EQ(plan_redistribute(V{p, p}, V{s, s}).value(),
+            (Steps{{1, RedistributeKind::kReduceScatter}, {0, RedistributeKind::kReduceScatter}}));
   EXPECT_EQ(to_string(RedistributeKind::kReduceScatter), "reduce-scatter");
 }
 
@@ -150,12 +154,12 @@ TEST(PlacementRedistributeTest, UnsupportedChangesAreNotImplemented) {
   const Placement r = Placement::replicate();
   const Placement p = Placement::partial(ReduceOp::kAvg);
   using V = std::vector<Placement>;
-  auto two = plan_redistribute(V{p, p}, V{s, s});
+  auto two = plan_redistribute(V{p, p}, V{s, r});
   EXPECT_EQ(two.error().code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(two.error().message(),
-            "redistribute from [Partial(avg), Partial(avg)] to [Shard(0), Shard(0)] is not "
-            "implemented: expected one changed axis unless every change is Replicate->Shard or "
-            "every change is Shard->Replicate, got 2");
+            "redistribute from [Partial(avg), Partial(avg)] to [Shard(0), Replicate()] is not "
+            "implemented: expected one changed axis unless every change is Replicate->Shard, "
+            "every change is Shard->Replicate or every change is Partial->Shard, got 2");
   EXPECT_EQ(plan_redistribute(V{r}, V{Placement::partial(ReduceOp::kSum)}).error().message(),
             "redistribute from [Replicate()] to [Partial(sum)] is not implemented: axis 0 "
             "changes Replicate() -> Partial(sum)");

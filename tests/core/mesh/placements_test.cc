@@ -96,12 +96,47 @@ TEST(PlacementsTest, DpAxesMustFollowMeshAxisOrder) {
 }
 
 TEST(PlacementsTest, DpSubMeshIsNotImplemented) {
-  const DeviceMesh mesh = mesh_of("ep=8,edp=16");
+  const DeviceMesh mesh = mesh_of("pp=8,edp=16");
   auto sub = Placements::make(mesh, {"edp"}, {kS}, {kS}, {kS});
+  ASSERT_FALSE(sub.has_value());
   EXPECT_EQ(sub.error().code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(error_of(sub),
-            "dp axes [edp] on mesh ep=8,edp=16 are not implemented: expected every mesh axis in "
-            "order [0, 1], got [1]");
+            "dp axes [edp] on mesh pp=8,edp=16 leave out mesh axis 0 (pp), which is not "
+            "implemented: expected every mesh axis but 'tp' and 'ep' among the dp axes, got [1]");
+}
+
+// The routed experts' placements leave the expert-parallel axis out (docs/design/parallelism.md).
+TEST(PlacementsTest, ExpertPlacementsDropTheExpertParallelAxis) {
+  const DeviceMesh mesh = mesh_of("dp=8,ep=8");
+  const Placements dense =
+      Placements::make(mesh, {"dp", "ep"}, {kS, kS}, {kS, kS}, {kS, kS}).value();
+  EXPECT_EQ(dense.dp_size(), 64);
+  const Placements experts = dense.without_dp_axis(1).value();
+  EXPECT_EQ(experts.dp_axes(), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(experts.dp_size(), 8);
+  EXPECT_EQ(experts.parameter(), (std::vector<Placement>{kS}));
+  // Ranks 0..7 (one dp index, every ep index) are expert-DP rank 0.
+  EXPECT_EQ(experts.dp_coordinate(7)->local_ranks, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(experts.dp_coordinate(9)->local_ranks, (std::vector<std::int64_t>{1}));
+  EXPECT_FALSE(experts.without_dp_axis(0).has_value());  // the only dp axis
+  EXPECT_FALSE(dense.without_dp_axis(5).has_value());
+}
+
+TEST(PlacementsTest, TheTensorParallelAxisStaysOutOfTheDpMesh) {
+  const DeviceMesh mesh = mesh_of("dp=32,tp=8");
+  auto p = Placements::make(mesh, {"dp"}, {kS}, {kS}, {kS});
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->dp_size(), 32);
+  EXPECT_EQ(p->dp_axes(), (std::vector<std::int64_t>{0}));
+  // Ranks 0..7 share DP coordinate 0 (one per tp rank); rank 8 is DP rank 1.
+  EXPECT_EQ(p->dp_coordinate(7)->local_ranks, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(p->dp_coordinate(8)->local_ranks, (std::vector<std::int64_t>{1}));
+  // The tp axis is never a DP axis, and every other axis must be one.
+  EXPECT_EQ(error_of(Placements::make(mesh, {"dp", "tp"}, {kS, kS}, {kS, kS}, {kS, kS})),
+            "dp axes [dp, tp] on mesh dp=32,tp=8 include mesh axis 1 (tp), the tensor-parallel "
+            "axis: expected its ranks to hold slices of one replica, never a dp axis");
+  EXPECT_EQ(Placements::make(mesh_of("dp=4,tp=2,x=2"), {"dp"}, {kS}, {kS}, {kS}).error().code(),
+            ErrorCode::kFailedPrecondition);
 }
 
 TEST(PlacementsTest, ShardAxesMustBeASuffix) {
@@ -187,14 +222,9 @@ TEST(PlacementsTest, OptimizerRangeMustLieInsideParameterRange) {
 
 TEST(PlacementsTest, RedistributesTheRuntimeNeedsMustBeSupported) {
   const DeviceMesh mesh = mesh_of("o=2,i=2");
-  // ZeRO-3 over both axes: the partial-grad buffer would reduce-scatter over two axes at once.
-  auto zero3_2d = Placements::make(mesh, {0, 1}, {kS, kS}, {kS, kS}, {kS, kS});
-  EXPECT_EQ(zero3_2d.error().code(), ErrorCode::kFailedPrecondition);
-  EXPECT_EQ(error_of(zero3_2d),
-            "gradient reduction (partial-grad buffer to gradient placements): redistribute from "
-            "[Partial(avg), Partial(avg)] to [Shard(0), Shard(0)] is not implemented: expected "
-            "one changed axis unless every change is Replicate->Shard or every change is "
-            "Shard->Replicate, got 2");
+  // ZeRO-3 over both axes: the partial-grad buffer reduce-scatters over both, inner first (the
+  // project's extension for expert-parallel meshes; the reference refuses it).
+  EXPECT_TRUE(Placements::make(mesh, {0, 1}, {kS, kS}, {kS, kS}, {kS, kS}));
   // No-shard over both axes: finalisation would all-reduce two axes at once.
   EXPECT_NE(error_of(Placements::make(mesh, {0, 1}, {kR, kR}, {kP, kP}, {kR, kR}))
                 .find("gradient finalisation (gradient to optimizer placements)"),

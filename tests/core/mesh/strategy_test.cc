@@ -74,6 +74,30 @@ TEST(StrategyTest, MeshAxisCountMustMatch) {
       make_strategy_placements(Strategy::kHfsdp, parse_device_mesh("a=2,b=2,c=2").value()));
 }
 
+// The recipe applies to the DP axes; tp is none of them and ep repeats the innermost placement.
+TEST(StrategyTest, ParallelAxesAroundTheRecipe) {
+  const std::vector<Row> table = {
+      {Strategy::kZero3, "dp=32,tp=8", {kS}, {kS}, {kS}},
+      {Strategy::kZero1, "dp=32,tp=8", {kR}, {kP}, {kS}},
+      {Strategy::kHsdp, "dp_outer=4,dp_inner=8,tp=8", {kR, kS}, {kP, kS}, {kR, kS}},
+      {Strategy::kZero3, "dp=8,ep=8", {kS, kS}, {kS, kS}, {kS, kS}},
+      {Strategy::kZero2, "dp=8,ep=8", {kR, kR}, {kS, kS}, {kS, kS}},
+      {Strategy::kHfsdp, "dp_outer=2,dp_inner=4,ep=8", {kR, kS, kS}, {kP, kS, kS}, {kS, kS, kS}},
+  };
+  for (const Row& row : table) {
+    const DeviceMesh mesh = parse_device_mesh(row.mesh).value();
+    auto p = make_strategy_placements(row.strategy, mesh);
+    ASSERT_TRUE(p) << row.mesh << ": " << p.error().message();
+    EXPECT_EQ(p->parameter(), row.parameter) << row.mesh;
+    EXPECT_EQ(p->gradient(), row.gradient) << row.mesh;
+    EXPECT_EQ(p->optimizer(), row.optimizer) << row.mesh;
+  }
+  EXPECT_EQ(make_strategy_placements(Strategy::kHsdp, parse_device_mesh("dp=8,tp=8").value())
+                .error()
+                .message(),
+            "hsdp needs a 2-axis dp mesh, got the 1-axis mesh dp=8,tp=8 (besides tp)");
+}
+
 TEST(StrategyTest, ParseAndToString) {
   for (const Strategy s : {Strategy::kNoShard, Strategy::kZero1, Strategy::kZero2,
                            Strategy::kZero3, Strategy::kHsdp, Strategy::kHfsdp}) {

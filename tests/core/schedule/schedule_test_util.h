@@ -66,6 +66,8 @@ inline std::string render_op(const Schedule& s, const RankProgram& p, std::size_
       return "RS" + suffix() + u;
     case OpKind::kAllReduce:
       return "AR" + suffix() + u;
+    case OpKind::kAllToAll:
+      return "A2A" + suffix() + u;
     case OpKind::kForward:
       return "fwd" + u;
     case OpKind::kBackward:
