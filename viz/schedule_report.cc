@@ -46,9 +46,9 @@ std::string op_label(const Schedule& s, const Op& op) {
     case OpKind::kAllToAll:
       // An activation collective names its site ("attention.out", "moe.dispatch").
       if (op.collective >= 0) {
-        const CollectiveInfo& info = s.collectives()[static_cast<std::size_t>(op.collective)];
-        if (const UnitWork* work = s.unit_work(info.unit); info.activation >= 0 && work) {
-          os << " " << work->collectives[static_cast<std::size_t>(info.activation)].site;
+        if (const ActivationCollective* a =
+                s.activation_of(s.collectives()[static_cast<std::size_t>(op.collective)])) {
+          os << " " << a->site;
         }
       }
       os << " on " << s.mesh().axis_name(op.axis) << " " << op.elements << " x "
@@ -153,6 +153,13 @@ nlohmann::json schedule_to_json(const Schedule& schedule) {
                          {"leg_step", c.leg_step}};
     if (!c.member_elements.empty()) {
       cj["member_elements"] = c.member_elements;
+    }
+    // An activation collective of a tp/ep split: what it moves instead of a leg.
+    if (const ActivationCollective* a = schedule.activation_of(c)) {
+      cj["what"] = "activation";
+      cj.erase("leg_step");
+      cj["site"] = a->site;
+      cj["pass"] = to_string(a->pass);
     }
     collectives.push_back(std::move(cj));
   }

@@ -149,6 +149,15 @@ class Schedule {
                ? &parts_.unit_work[static_cast<std::size_t>(unit)]
                : nullptr;
   }
+  // The unit's entry an activation collective performs (the verifier has checked it exists);
+  // nullptr for a parameter group's collective.
+  const ActivationCollective* activation_of(const CollectiveInfo& info) const {
+    if (info.activation < 0) {
+      return nullptr;
+    }
+    return &parts_.unit_work[static_cast<std::size_t>(info.unit)]
+                .collectives[static_cast<std::size_t>(info.activation)];
+  }
   // Every parameter group's layout, placements and legs.
   const ShardGeometry& geometry() const { return parts_.groups(); }
   // What the groups' layouts spend on padding.

@@ -36,6 +36,30 @@ TEST(ScheduleCommandTest, Zero3SummaryCountsOneGatherPerUnitPerPassAndOneReduceS
   EXPECT_EQ(j["classes"][0]["num_ranks"], 4);
 }
 
+// Issue 19: a tensor-parallel mesh's activation collectives, by site, in text and JSON.
+TEST(ScheduleCommandTest, TensorParallelCollectivesNameTheirSites) {
+  Result r = run_schedule(
+      {"--model", "llama-3-8b", "--layers", "2", "--mesh", "dp=2,tp=4", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["all-reduce"]["tp"], 1 + 2 * 4 + 1);
+  int sites = 0;
+  for (const auto& c : j["collectives"]) {
+    if (c["what"] == "activation") {
+      EXPECT_EQ(c["axis"], "tp");
+      EXPECT_EQ(c["geometry_group"], -1);
+      EXPECT_FALSE(c.contains("leg_step"));
+      sites += c["site"] == "attention.out" ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(sites, 2);  // one per layer
+  Result text = run_schedule({"--model", "llama-3-8b", "--layers", "2", "--mesh", "dp=2,tp=4"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("all-reduce layers.0 attention.out on tp 16777216 x bf16"),
+            std::string::npos)
+      << text.out;
+}
+
 TEST(ScheduleCommandTest, HsdpReducesOuterAxisOnTheLastMicrobatchOnly) {
   Result r = run_schedule({"--model", "llama-3-8b", "--mesh", "dp_outer=2,dp_inner=2",
                            "--strategy", "hsdp", "--microbatches", "3", "--format", "json"});
