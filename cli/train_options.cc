@@ -110,6 +110,8 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   exec::TrainSpec spec = o.spec;
   FSDP_TRY(spec.model, decoder_of(o));
   FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
+  // A tp axis splits the model (docs/design/parallelism.md, "Training it for real").
+  spec.model.tp = exec::tensor_parallel_size(spec.mesh);
   FSDP_RETURN_IF_ERROR(take(parse_strategy(o.strategy), "--strategy", &spec.strategy));
   FSDP_RETURN_IF_ERROR(
       take(parse_shard_layout(o.shard_layout), "--shard-layout", &spec.shard_layout));

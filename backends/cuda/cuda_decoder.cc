@@ -187,6 +187,36 @@ class CudaKernels final : public backend::DecoderKernels {
     FSDP_CUDA_ENQUEUE(
         launch_softmax_cross_entropy_backward(rows, vocab, targets, probs, dlogits, stream_));
   }
+  void embedding_slice_forward(const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                               std::int64_t first, std::int64_t table_rows, const float* table,
+                               float* out) override {
+    FSDP_CUDA_ENQUEUE(launch_embedding_slice_forward(tokens, rows, hidden, first, table_rows, table,
+                                                     out, stream_));
+  }
+  void embedding_slice_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                                std::int64_t first, std::int64_t table_rows, const float* dout,
+                                float* dtable) override {
+    FSDP_CUDA_ENQUEUE(launch_embedding_slice_backward(tokens, rows, hidden, first, table_rows, dout,
+                                                      dtable, stream_));
+  }
+  void vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                            std::int64_t first, const std::int32_t* targets, const float* logits,
+                            float* stats) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_vocab_parallel_stats(rows, cols, valid, first, targets, logits, stats, stream_));
+  }
+  void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                              std::int64_t members, const float* all_stats, const float* logits,
+                              float* probs, double* row_loss) override {
+    FSDP_CUDA_ENQUEUE(launch_vocab_parallel_softmax(rows, cols, valid, members, all_stats, logits,
+                                                    probs, row_loss, stream_));
+  }
+  void vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                               std::int64_t first, const std::int32_t* targets, const float* probs,
+                               float* dlogits) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_vocab_parallel_backward(rows, cols, valid, first, targets, probs, dlogits, stream_));
+  }
 
  private:
   // False once the set has failed; otherwise makes the device current (the caller may be any

@@ -447,6 +447,85 @@ __global__ void softmax_xent_backward_kernel(std::int64_t rows, std::int64_t voc
   }
 }
 
+__global__ void embedding_slice_forward_kernel(const std::int32_t* tokens, std::int64_t rows,
+                                               std::int64_t hidden, std::int64_t first,
+                                               std::int64_t table_rows, const float* table,
+                                               float* out) {
+  FSDP_GRID_LOOP(i, rows * hidden) {
+    const std::int64_t row = static_cast<std::int64_t>(tokens[i / hidden]) - first;
+    out[i] = row >= 0 && row < table_rows ? table[row * hidden + i % hidden] : 0.0F;
+  }
+}
+__global__ void embedding_slice_backward_kernel(const std::int32_t* tokens, std::int64_t rows,
+                                                std::int64_t hidden, std::int64_t first,
+                                                std::int64_t table_rows, const float* dout,
+                                                float* dtable) {
+  FSDP_GRID_LOOP(j, hidden) {
+    for (std::int64_t t = 0; t < rows; ++t) {
+      const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - first;
+      if (row >= 0 && row < table_rows)
+        dtable[row * hidden + j] += dout[t * hidden + j];
+    }
+  }
+}
+// One block per row: the slice's maximum and sum of exponentials over the valid columns, and
+// the target's logit when the slice holds it.
+__global__ void vocab_parallel_stats_kernel(std::int64_t cols, std::int64_t valid,
+                                            std::int64_t first, const std::int32_t* targets,
+                                            const float* logits, float* stats) {
+  const std::int64_t t = blockIdx.x;
+  const float* z = logits + t * cols;
+  double m = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j < valid; j += blockDim.x)
+    m = fmax(m, static_cast<double>(z[j]));
+  m = block_reduce<true>(m);
+  double sum = 0.0;
+  for (std::int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += exp(z[j] - m);
+  sum = block_reduce<false>(sum);
+  if (threadIdx.x == 0) {
+    const std::int64_t target = static_cast<std::int64_t>(targets[t]) - first;
+    stats[3 * t] = static_cast<float>(m);
+    stats[3 * t + 1] = static_cast<float>(sum);
+    stats[3 * t + 2] = target >= 0 && target < valid ? z[target] : 0.0F;
+  }
+}
+// One block per row: the whole softmax's normaliser from every member's stats (member order),
+// then this slice's probabilities.
+__global__ void vocab_parallel_softmax_kernel(std::int64_t rows, std::int64_t cols,
+                                              std::int64_t valid, std::int64_t members,
+                                              const float* all_stats, const float* logits,
+                                              float* probs, double* row_loss) {
+  const std::int64_t t = blockIdx.x;
+  double m = all_stats[3 * t];
+  for (std::int64_t r = 1; r < members; ++r)
+    m = fmax(m, static_cast<double>(all_stats[(r * rows + t) * 3]));
+  double sum = 0.0;
+  double target = 0.0;
+  for (std::int64_t r = 0; r < members; ++r) {
+    const float* s = all_stats + (r * rows + t) * 3;
+    sum += static_cast<double>(s[1]) * exp(static_cast<double>(s[0]) - m);
+    target += s[2];
+  }
+  const float* z = logits + t * cols;
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    probs[t * cols + j] = j < valid ? static_cast<float>(exp(z[j] - m) / sum) : 0.0F;
+  }
+  if (threadIdx.x == 0)
+    row_loss[t] = log(sum) - (target - m);
+}
+__global__ void vocab_parallel_backward_kernel(std::int64_t rows, std::int64_t cols,
+                                               std::int64_t valid, std::int64_t first,
+                                               const std::int32_t* targets, const float* probs,
+                                               float* dlogits) {
+  const double scale = 1.0 / static_cast<double>(rows);
+  FSDP_GRID_LOOP(i, rows * cols) {
+    const std::int64_t t = i / cols;
+    const std::int64_t j = i % cols;
+    const double onehot = j == static_cast<std::int64_t>(targets[t]) - first ? 1.0 : 0.0;
+    dlogits[i] = j < valid ? static_cast<float>((probs[i] - onehot) * scale) : 0.0F;
+  }
+}
+
 __global__ void optimizer_kernel(OptimizerArgs a, std::int64_t n, float* w, const float* g,
                                  float* state) {
   FSDP_GRID_LOOP(i, n) {
@@ -652,6 +731,43 @@ cudaError_t launch_softmax_cross_entropy_backward(std::int64_t rows, std::int64_
                                                   const std::int32_t* targets, const float* probs,
                                                   float* dlogits, cudaStream_t stream) {
   FSDP_LAUNCH(rows * vocab, softmax_xent_backward_kernel, rows, vocab, targets, probs, dlogits);
+}
+cudaError_t launch_embedding_slice_forward(const std::int32_t* tokens, std::int64_t rows,
+                                           std::int64_t hidden, std::int64_t first,
+                                           std::int64_t table_rows, const float* table, float* out,
+                                           cudaStream_t stream) {
+  FSDP_LAUNCH(rows * hidden, embedding_slice_forward_kernel, tokens, rows, hidden, first,
+              table_rows, table, out);
+}
+cudaError_t launch_embedding_slice_backward(const std::int32_t* tokens, std::int64_t rows,
+                                            std::int64_t hidden, std::int64_t first,
+                                            std::int64_t table_rows, const float* dout,
+                                            float* dtable, cudaStream_t stream) {
+  if (const cudaError_t e = launch_fill(dtable, table_rows * hidden, 0.0F, stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  FSDP_LAUNCH(hidden, embedding_slice_backward_kernel, tokens, rows, hidden, first, table_rows,
+              dout, dtable);
+}
+cudaError_t launch_vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                        std::int64_t first, const std::int32_t* targets,
+                                        const float* logits, float* stats, cudaStream_t stream) {
+  FSDP_LAUNCH_ROWS(rows, vocab_parallel_stats_kernel, cols, valid, first, targets, logits, stats);
+}
+cudaError_t launch_vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                          std::int64_t members, const float* all_stats,
+                                          const float* logits, float* probs, double* row_loss,
+                                          cudaStream_t stream) {
+  FSDP_LAUNCH_ROWS(rows, vocab_parallel_softmax_kernel, rows, cols, valid, members, all_stats,
+                   logits, probs, row_loss);
+}
+cudaError_t launch_vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                           std::int64_t first, const std::int32_t* targets,
+                                           const float* probs, float* dlogits,
+                                           cudaStream_t stream) {
+  FSDP_LAUNCH(rows * cols, vocab_parallel_backward_kernel, rows, cols, valid, first, targets, probs,
+              dlogits);
 }
 cudaError_t launch_optimizer_update(const OptimizerArgs& args, std::int64_t n, float* weights,
                                     const float* grads, float* state, cudaStream_t stream) {

@@ -93,6 +93,26 @@ cudaError_t launch_softmax_cross_entropy(std::int64_t rows, std::int64_t vocab,
 cudaError_t launch_softmax_cross_entropy_backward(std::int64_t rows, std::int64_t vocab,
                                                   const std::int32_t* targets, const float* probs,
                                                   float* dlogits, cudaStream_t stream);
+// Tensor parallelism: the vocabulary-parallel embedding and cross entropy (the equations of
+// DecoderKernels' methods of the same names, backends/model/decoder_kernels.h).
+cudaError_t launch_embedding_slice_forward(const std::int32_t* tokens, std::int64_t rows,
+                                           std::int64_t hidden, std::int64_t first,
+                                           std::int64_t table_rows, const float* table, float* out,
+                                           cudaStream_t stream);
+cudaError_t launch_embedding_slice_backward(const std::int32_t* tokens, std::int64_t rows,
+                                            std::int64_t hidden, std::int64_t first,
+                                            std::int64_t table_rows, const float* dout,
+                                            float* dtable, cudaStream_t stream);
+cudaError_t launch_vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                        std::int64_t first, const std::int32_t* targets,
+                                        const float* logits, float* stats, cudaStream_t stream);
+cudaError_t launch_vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                          std::int64_t members, const float* all_stats,
+                                          const float* logits, float* probs, double* row_loss,
+                                          cudaStream_t stream);
+cudaError_t launch_vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                           std::int64_t first, const std::int32_t* targets,
+                                           const float* probs, float* dlogits, cudaStream_t stream);
 
 // --- optimizer (as backend::optimizer_update; 0 = SGD, 1 = SGD momentum, 2 = Adam) -------------
 struct OptimizerArgs {

@@ -11,13 +11,17 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 
 #include "backends/exec/resident_buffer.h"
+#include "backends/model/split_comm.h"
 #include "core/base/check.h"
 #include "core/base/strings.h"
+#include "core/mesh/placements.h"
 #include "core/schedule/group_geometry.h"
 
 namespace fsdp::exec {
@@ -55,6 +59,48 @@ struct Seen {
 // This rank's ranges of one group under each Extent (kNone unused).
 using ExtentRanges = std::array<Range, 5>;
 
+// One collective the decoder issued inside a unit's compute (backend::SplitComm).
+struct IssuedCollective {
+  OpKind kind = OpKind::kAllReduce;
+  std::string site;
+  std::int64_t elements = 0;
+};
+
+// The decoder's tensor-parallel collectives over the tp axis's communicator on the compute
+// stream (the decoder calls them from inside a compute-stream task). Each call is logged; the
+// executor matches the log against the schedule's activation collective ops (check_issued).
+class AxisSplitComm final : public backend::SplitComm {
+ public:
+  explicit AxisSplitComm(Communicator* comm) : comm_(comm) {}
+  std::int64_t rank() const override { return comm_->rank(); }
+  std::int64_t size() const override { return comm_->size(); }
+  Status all_reduce(std::string_view site, float* buf, std::int64_t n) override {
+    issued_.push_back({OpKind::kAllReduce, std::string(site), n});
+    return comm_->all_reduce(StreamKind::kCompute, DType::kFp32, buf, n);
+  }
+  Status all_gather(std::string_view site, const float* send, std::int64_t n,
+                    float* recv) override {
+    issued_.push_back({OpKind::kAllGather, std::string(site), n});
+    const std::vector<std::int64_t> counts(idx(comm_->size()), n);
+    return comm_->all_gather_v(StreamKind::kCompute, DType::kFp32, send, counts, recv);
+  }
+  // The oldest issued collective not yet matched, removed; false when there is none.
+  bool take(IssuedCollective* out) {
+    if (issued_.empty()) {
+      return false;
+    }
+    *out = std::move(issued_.front());
+    issued_.pop_front();
+    return true;
+  }
+  std::size_t pending() const { return issued_.size(); }
+  void clear() { issued_.clear(); }
+
+ private:
+  Communicator* comm_;
+  std::deque<IssuedCollective> issued_;  // touched by the compute stream's tasks only
+};
+
 class ExecutorImpl final : public Executor {
  public:
   ExecutorImpl(const Schedule& schedule, std::int64_t rank, backend::HostDecoder* decoder,
@@ -74,6 +120,11 @@ class ExecutorImpl final : public Executor {
     FSDP_RETURN_IF_ERROR(check_comms());
     FSDP_RETURN_IF_ERROR(plan_geometry());
     FSDP_RETURN_IF_ERROR(locate_params(initial));
+    if (const auto tp = schedule_.mesh().axis_index(kTensorParallelAxis);
+        tp && schedule_.mesh().axis_size(*tp) > 1) {
+      split_comm_ = std::make_unique<AxisSplitComm>(&comms_->axis(*tp));
+      decoder_->set_split_comm(split_comm_.get());
+    }
     scale_ = static_cast<float>(schedule_.gradient_scale());
     num_states_ = backend::optimizer_num_states(options_.optimizer);
     // Resident buffers as the program lists them; main weights from the initial values.
@@ -129,6 +180,9 @@ class ExecutorImpl final : public Executor {
     device_->reset_events(program_.num_events);
     buffers_.assign(idx(program_.num_buffers), nullptr);
     device_->submit(StreamKind::kCompute, TaskTag{step, -1}, [this, step]() -> Status {
+      if (split_comm_ != nullptr) {
+        split_comm_->clear();
+      }
       decoder_->begin_step(step);
       return ok_status();
     });
@@ -141,6 +195,14 @@ class ExecutorImpl final : public Executor {
     }
     device_->submit(StreamKind::kCompute, TaskTag{step, -1}, [this]() -> Status {
       constexpr StreamKind kStream = StreamKind::kCompute;
+      if (split_comm_ != nullptr && split_comm_->pending() > 0) {
+        IssuedCollective extra;
+        split_comm_->take(&extra);
+        return Error(
+            ErrorCode::kInternal,
+            str_cat("rank ", rank_, ": the decoder issued ", to_string(extra.kind), " ", extra.site,
+                    " (", extra.elements, " elements), which the schedule does not list"));
+      }
       float loss = static_cast<float>(decoder_->step_loss());
       FSDP_RETURN_IF_ERROR(device_->upload(kStream, loss_buf_.data(), &loss, 1));
       for (std::int64_t a = 0; a < comms_->num_axes(); ++a) {
@@ -355,6 +417,29 @@ class ExecutorImpl final : public Executor {
     return static_cast<double>(v);
   }
 
+  Expected<std::vector<float>> gather_over_axis(std::int64_t mesh_axis,
+                                                std::span<const float> values) override {
+    if (mesh_axis < 0 || mesh_axis >= comms_->num_axes()) {
+      return Error(ErrorCode::kOutOfRange, str_cat("gather over mesh axis ", mesh_axis,
+                                                   ": the mesh has ", comms_->num_axes(), " axes"));
+    }
+    Communicator& comm = comms_->axis(mesh_axis);
+    const auto n = static_cast<std::int64_t>(values.size());
+    std::vector<float> out(idx(n * comm.size()));
+    FSDP_TRY(ResidentBuffer buf, ResidentBuffer::make(device_->memory(), n * comm.size()));
+    float* base = buf.data();
+    float* own = base + n * comm.rank();
+    const std::vector<std::int64_t> counts(idx(comm.size()), n);
+    device_->submit(StreamKind::kCompute, TaskTag{}, [&]() -> Status {
+      constexpr StreamKind kStream = StreamKind::kCompute;
+      FSDP_RETURN_IF_ERROR(device_->upload(kStream, own, values.data(), n));
+      FSDP_RETURN_IF_ERROR(comm.all_gather_v(kStream, DType::kFp32, own, counts, base));
+      return device_->download(kStream, out.data(), base, n * comm.size());
+    });
+    FSDP_RETURN_IF_ERROR(finish(str_cat("gathering over mesh axis '", comm.axis_name(), "'")));
+    return out;
+  }
+
   std::vector<OpTiming> op_timeline() const override {
     std::vector<OpTiming> out;
     for (const TaskTiming& t : device_->timeline()) {
@@ -457,12 +542,20 @@ class ExecutorImpl final : public Executor {
 
   Status check_legs() const {
     for (const CollectiveInfo& info : schedule_.collectives()) {
-      if (info.activation >= 0) {
+      if (info.activation < 0) {
+        continue;
+      }
+      // The decoder runs tensor parallelism without sequence parallelism: all-reduces and the
+      // cross entropy's all-gather on the tp axis (docs/design/parallelism.md).
+      const std::string& axis = schedule_.mesh().axis_name(info.axis);
+      if (axis != kTensorParallelAxis ||
+          (info.kind != OpKind::kAllReduce && info.kind != OpKind::kAllGather)) {
         return Error(ErrorCode::kFailedPrecondition,
-                     str_cat("the schedule's ", to_string(info.kind), " on mesh axis '",
-                             schedule_.mesh().axis_name(info.axis),
-                             "' moves activations of a tensor- or expert-parallel split, which "
-                             "the executor does not run yet: expected a mesh of dp axes only"));
+                     str_cat("the schedule's ", to_string(info.kind), " ",
+                             schedule_.activation_of(info)->site, " on mesh axis '", axis,
+                             "' is not one the executor runs: expected all-reduces and "
+                             "all-gathers of a tensor-parallel split on '",
+                             kTensorParallelAxis, "'"));
       }
     }
     for (const GroupGeometry& g : geometry_.groups) {
@@ -540,6 +633,10 @@ class ExecutorImpl final : public Executor {
     collectives_.reserve(table.size());
     for (std::size_t k = 0; k < table.size(); ++k) {
       const CollectiveInfo& info = table[k];
+      if (info.activation >= 0) {
+        collectives_.emplace_back();  // the decoder issues it (AxisSplitComm)
+        continue;
+      }
       if (info.geometry_group < 0) {
         return Error(ErrorCode::kFailedPrecondition,
                      str_cat("collective ", k, " (", to_string(info.kind),
@@ -647,7 +744,11 @@ class ExecutorImpl final : public Executor {
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce:
-        issue_collective(op, i, operands);
+        if (schedule_.collectives()[idx(op.collective)].activation >= 0) {
+          issue_activation(op, i);
+        } else {
+          issue_collective(op, i, operands);
+        }
         return ok_status();
       case OpKind::kAllToAll:  // refused by check_legs: activation collectives only
         return Error(ErrorCode::kFailedPrecondition, "the executor runs no all-to-all");
@@ -752,6 +853,32 @@ class ExecutorImpl final : public Executor {
         options_.on_collective(observation(cg, seen, i, op_collective, axis_rank));
       }
       return s;
+    });
+  }
+
+  // An activation collective: the decoder performed it inside the unit's compute op, which the
+  // IR places right before it on the compute stream; this checks that it did so as listed.
+  void issue_activation(const Op& op, std::int32_t i) {
+    const CollectiveInfo& info = schedule_.collectives()[idx(op.collective)];
+    const ActivationCollective* entry = schedule_.activation_of(info);
+    const OpKind kind = op.kind;
+    const std::int64_t elements = op.elements;
+    const std::string site = entry->site;
+    const std::string unit = schedule_.unit_names()[idx(info.unit)];
+    submit(op, i, [this, kind, elements, site, unit]() -> Status {
+      IssuedCollective got;
+      if (split_comm_ == nullptr || !split_comm_->take(&got)) {
+        return Error(ErrorCode::kInternal,
+                     str_cat("the schedule lists ", to_string(kind), " ", site, " of unit '", unit,
+                             "' (", elements, " elements); the decoder issued none"));
+      }
+      if (got.kind != kind || got.site != site || got.elements != elements) {
+        return Error(ErrorCode::kInternal,
+                     str_cat("the schedule lists ", to_string(kind), " ", site, " of unit '", unit,
+                             "' (", elements, " elements); the decoder issued ",
+                             to_string(got.kind), " ", got.site, " (", got.elements, " elements)"));
+      }
+      return ok_status();
     });
   }
 
@@ -920,6 +1047,7 @@ class ExecutorImpl final : public Executor {
   std::vector<void*> buffers_;
   ResidentBuffer loss_buf_;      // the loss all-reduce's device slot
   ResidentBuffer frozen_grads_;  // backward's output for parameters that are not trained
+  std::unique_ptr<AxisSplitComm> split_comm_;  // under tp > 1: the decoder's collectives
   float scale_ = 1.0F;
   std::int64_t step_ = 0;
   std::int64_t steps_done_ = 0;

@@ -124,6 +124,11 @@ class Executor {
   // The sum over every rank of the mesh of `value` (a collective, and so a barrier: every rank
   // must call it). fp32 arithmetic: exact for small integers. Errors: the communicators'.
   virtual Expected<double> sum_over_ranks(double value) = 0;
+  // The members' `values` on mesh axis `mesh_axis`, concatenated in axis order (a collective:
+  // every member calls it with as many values; only while the streams are idle). Errors: an axis
+  // outside the mesh; the device's and the communicators'.
+  virtual Expected<std::vector<float>> gather_over_axis(std::int64_t mesh_axis,
+                                                        std::span<const float> values) = 0;
 };
 
 }  // namespace fsdp::exec

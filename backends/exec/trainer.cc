@@ -34,6 +34,35 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
                        .schedule = spec.schedule};
 }
 
+namespace {
+
+// The whole model's parameters from this rank's tp slices (`local`, gathered over the DP axes)
+// and its tp group's: every member's values are gathered over the tp axis and joined.
+Expected<backend::ParamValues> join_over_tp(const backend::DecoderConfig& model,
+                                            std::int64_t tp_axis, const backend::ParamValues& local,
+                                            Executor& executor) {
+  std::vector<float> flat;
+  for (const auto& unit : local) {
+    for (const auto& param : unit) {
+      flat.insert(flat.end(), param.begin(), param.end());
+    }
+  }
+  FSDP_TRY(const std::vector<float> all, executor.gather_over_axis(tp_axis, flat));
+  std::vector<backend::ParamValues> slices(static_cast<std::size_t>(model.tp), local);
+  for (std::size_t r = 0; r < slices.size(); ++r) {
+    std::size_t at = r * flat.size();
+    for (auto& unit : slices[r]) {
+      for (auto& param : unit) {
+        std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(at), param.size(), param.begin());
+        at += param.size();
+      }
+    }
+  }
+  return backend::join_parameters(model, slices);
+}
+
+}  // namespace
+
 Expected<TrainSetup> prepare_training(const TrainSpec& spec) {
   FSDP_TRY(TrainSetup setup, prepare_plan(spec));
   setup.initial = backend::initial_parameters(spec.model);
@@ -79,16 +108,27 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
   FSDP_TRY(const ConfigOptions options, config_options_of(spec));
-  // The decoder kernels are not split yet (docs/design/parallelism.md): refuse before the
-  // builder's mesh-and-model disagreement, which would blame the model.
-  for (const std::string_view axis : {kTensorParallelAxis, kExpertParallelAxis}) {
-    if (options.mesh.axis_index(axis)) {
-      return Error(ErrorCode::kFailedPrecondition,
-                   str_cat("mesh ", to_string(options.mesh), " has a '", axis,
-                           "' axis, which the training backends do not run yet: expected dp "
-                           "axes only (simulate, schedule and sweep model ",
-                           kTensorParallelAxis, " and ", kExpertParallelAxis, ")"));
-    }
+  // The decoder splits for tensor parallelism only (docs/design/parallelism.md): refuse ep
+  // before the builder's mesh-and-model disagreement, which would blame the model.
+  if (options.mesh.axis_index(kExpertParallelAxis)) {
+    return Error(ErrorCode::kFailedPrecondition,
+                 str_cat("mesh ", to_string(options.mesh), " has an '", kExpertParallelAxis,
+                         "' axis, which the training backends do not run yet: expected dp axes "
+                         "and '",
+                         kTensorParallelAxis, "' (simulate, schedule and sweep model ",
+                         kExpertParallelAxis, ")"));
+  }
+  const std::int64_t tp = tensor_parallel_size(options.mesh);
+  if (spec.model.tp != tp) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("the model is split for tp=", spec.model.tp, " but the mesh ",
+                         to_string(options.mesh), " has tp=", tp,
+                         " (expected the decoder config's tp to be the mesh's tp axis size)"));
+  }
+  if (tp > 1 && (!spec.checkpoint.save_dir.empty() || !spec.checkpoint.resume_from.empty())) {
+    return Error(ErrorCode::kFailedPrecondition,
+                 str_cat("checkpoints of a tensor-parallel run (mesh ", to_string(options.mesh),
+                         ") are not implemented: expected no --save / --resume with a tp axis"));
   }
   FSDP_TRY(FsdpConfig config, assemble_config(options));
   Workload workload;
@@ -98,12 +138,42 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   return TrainSetup{std::move(model), std::move(config), std::move(schedule), {}};
 }
 
+Expected<RankModel> rank_model(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank) {
+  const DeviceMesh& mesh = setup.config.mesh();
+  FSDP_TRY(const MeshCoordinate coord, mesh.coordinate(rank));
+  RankModel out;
+  out.config = spec.model;
+  out.data_rank = rank;
+  out.data_world = mesh.size();
+  const std::optional<std::int64_t> tp_axis = mesh.axis_index(kTensorParallelAxis);
+  if (!tp_axis || mesh.axis_size(*tp_axis) == 1) {
+    return out;
+  }
+  // Ranks of one tensor-parallel group train on the same samples: the data rank is the rank's
+  // place among the DP ranks (the mesh without its tp axis), and each rank holds slice tp_rank
+  // of the split tensors (docs/design/parallelism.md, "Training it for real").
+  out.split = true;
+  out.config.tp_rank = coord.local_ranks[static_cast<std::size_t>(*tp_axis)];
+  out.data_world = mesh.size() / mesh.axis_size(*tp_axis);
+  out.data_rank = 0;
+  for (std::int64_t a = 0; a < mesh.ndim(); ++a) {
+    if (a != *tp_axis) {
+      out.data_rank =
+          out.data_rank * mesh.axis_size(a) + coord.local_ranks[static_cast<std::size_t>(a)];
+    }
+  }
+  if (!setup.initial.empty()) {
+    out.initial = backend::split_parameters(out.config, setup.initial);
+  }
+  return out;
+}
+
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
                                 Device& device, CommunicatorSet& comms,
                                 const std::function<void(std::int64_t, double)>& on_step) {
-  const std::int64_t world = setup.config.mesh().size();
+  FSDP_TRY(const RankModel model, rank_model(setup, spec, rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
-           device.make_decoder(spec.model, spec.microbatches, rank, world));
+           device.make_decoder(model.config, spec.microbatches, model.data_rank, model.data_world));
   if (setup.config.recompute().is_full()) {
     for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
       decoder->set_recompute(u, true);
@@ -113,7 +183,7 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;
   FSDP_TRY(std::unique_ptr<Executor> executor,
-           Executor::make(setup.schedule, rank, setup.initial,
+           Executor::make(setup.schedule, rank, model.split ? model.initial : setup.initial,
                           decoder.get(), &device, &comms, options));
   RankResult result;
   result.rank = rank;
@@ -141,6 +211,11 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
     }
   }
   FSDP_TRY(result.final_params, executor->gather_parameters());
+  if (model.split) {
+    const std::int64_t tp_axis = *setup.config.mesh().axis_index(kTensorParallelAxis);
+    FSDP_TRY(result.final_params,
+             join_over_tp(model.config, tp_axis, result.final_params, *executor));
+  }
   result.timeline = executor->op_timeline();
   result.arena_log = device.arena().log();
   for (int c = 0; c < kNumBufferClasses; ++c) {
@@ -286,8 +361,18 @@ double max_relative_error(const backend::ParamValues& a, const backend::ParamVal
 }
 
 Expected<backend::TrainResult> train_reference(const TrainSpec& spec) {
-  return backend::train_unsharded(spec.model, spec.optimizer, spec.hyper, spec.steps,
-                                  spec.microbatches, spec.mesh.size(), spec.grad_scale);
+  // The whole model, trained on the samples of every DP rank (tp ranks share theirs).
+  backend::DecoderConfig whole = spec.model;
+  whole.tp = 1;
+  whole.tp_rank = 0;
+  return backend::train_unsharded(whole, spec.optimizer, spec.hyper, spec.steps, spec.microbatches,
+                                  spec.mesh.size() / tensor_parallel_size(spec.mesh),
+                                  spec.grad_scale);
+}
+
+std::int64_t tensor_parallel_size(const DeviceMesh& mesh) {
+  const std::optional<std::int64_t> axis = mesh.axis_index(kTensorParallelAxis);
+  return axis ? mesh.axis_size(*axis) : 1;
 }
 
 }  // namespace fsdp::exec

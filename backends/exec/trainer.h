@@ -30,6 +30,7 @@
 namespace fsdp::exec {
 
 struct TrainSpec {
+  // Its tp must be the mesh's tp axis size (tensor_parallel_size); train_rank sets tp_rank.
   backend::DecoderConfig model;
   DeviceMesh mesh = one_axis_mesh(4);  // dp=4
   Strategy strategy = Strategy::kZero3;
@@ -87,6 +88,20 @@ struct RankResult {
   std::array<std::int64_t, kNumBufferClasses> high_water{};
 };
 
+// What one rank of a run trains. Without a tp axis: spec.model, data rank = rank of the mesh's
+// size, and `initial` empty (the setup's values are the rank's). With one (docs/design/
+// parallelism.md, "Training it for real"): the model's tp_rank is the rank's tp coordinate, the
+// data rank its place among the DP ranks (the mesh without tp, row-major; a tp group shares its
+// samples), and `initial` its slice of setup.initial (when the setup has values).
+struct RankModel {
+  backend::DecoderConfig config;
+  std::int64_t data_rank = 0;
+  std::int64_t data_world = 1;
+  bool split = false;
+  backend::ParamValues initial;
+};
+Expected<RankModel> rank_model(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank);
+
 // What the checkpoints of a run record and are checked against (checkpoint.h).
 CheckpointContext checkpoint_context(const TrainSetup& setup, const TrainSpec& spec);
 
@@ -133,8 +148,11 @@ const Error* first_failure(const std::vector<Expected<RankResult>>& outcomes);
 double max_relative_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_relative_error(const backend::ParamValues& a, const backend::ParamValues& b);
 
-// The unsharded reference for a spec: backend::train_unsharded with the spec's model, optimizer,
-// steps, microbatches, mesh size and grad_scale.
+// The unsharded reference for a spec: backend::train_unsharded with the spec's whole model
+// (tp = 1), optimizer, steps, microbatches, DP size (the mesh's size over its tp) and grad_scale.
 Expected<backend::TrainResult> train_reference(const TrainSpec& spec);
+
+// The size of the mesh's tp axis (kTensorParallelAxis), 1 without one.
+std::int64_t tensor_parallel_size(const DeviceMesh& mesh);
 
 }  // namespace fsdp::exec

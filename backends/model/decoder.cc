@@ -10,9 +10,11 @@
 #include <utility>
 
 #include "backends/model/internal/splitmix.h"
+#include "core/base/check.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
 #include "core/model/hub_config.h"
+#include "core/model/model_split.h"
 
 namespace fsdp::backend {
 namespace {
@@ -101,6 +103,38 @@ Status validate_llama(const DecoderConfig& c, std::int64_t tokens) {
   return ok_status();
 }
 
+// tp and tp_rank: only the Llama family splits, over heads, kv heads and the MLP width as
+// Megatron-LM does; the vocabulary is padded, but every rank must hold some real rows.
+Status validate_split(const DecoderConfig& c) {
+  if (c.tp < 1 || c.tp > kMaxBlasDim) {
+    return invalid(str_cat("tp must be in [1, ", kMaxBlasDim, "], got ", c.tp));
+  }
+  if (c.tp_rank < 0 || c.tp_rank >= c.tp) {
+    return invalid(str_cat("tp_rank must be in [0, ", c.tp, "), got ", c.tp_rank));
+  }
+  if (c.tp == 1) {
+    return ok_status();
+  }
+  if (c.family != DecoderFamily::kLlama) {
+    return invalid(str_cat("tp=", c.tp,
+                           " needs a Llama-family model (--model); the small decoder has no "
+                           "attention heads to split"));
+  }
+  const std::pair<const char*, std::int64_t> split[] = {
+      {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn}};
+  for (const auto& [name, value] : split) {
+    if (value % c.tp != 0) {
+      return invalid(str_cat("tp=", c.tp, " must divide ", name, ", got ", name, " = ", value));
+    }
+  }
+  const std::int64_t rows = (c.vocab + c.tp - 1) / c.tp;
+  if ((c.tp - 1) * rows >= c.vocab) {
+    return invalid(str_cat("vocab must exceed (tp - 1) x ceil(vocab / tp) = ", (c.tp - 1) * rows,
+                           " so that every tp rank holds real vocabulary rows, got ", c.vocab));
+  }
+  return ok_status();
+}
+
 // The hub architecture a kLlama config describes, in fp32 (what the backends train).
 HubArch arch_of(const DecoderConfig& c) {
   HubArch a;
@@ -120,6 +154,68 @@ HubArch arch_of(const DecoderConfig& c) {
   a.rope_theta = c.rope_theta;
   a.rms_norm_eps = c.rms_norm_eps;
   return a;
+}
+
+// The config of the whole model (no tensor-parallel split).
+DecoderConfig whole_config(DecoderConfig c) {
+  c.tp = 1;
+  c.tp_rank = 0;
+  return c;
+}
+
+// How one parameter of the whole model is cut: its local shape has fewer rows (dim 0: column-
+// parallel weights, their biases, the vocabulary) or fewer columns (dim 1: row-parallel
+// weights), or it is whole. Rows beyond the whole tensor are padding.
+struct Cut {
+  bool rows = false;
+  bool cols = false;
+  std::int64_t whole_rows = 0;
+  std::int64_t local_rows = 0;
+  std::int64_t whole_cols = 1;
+  std::int64_t local_cols = 1;
+};
+
+Cut cut_of(const Param& whole, const Param& local) {
+  const auto& w = whole.shape().dims();
+  const auto& l = local.shape().dims();
+  FSDP_CHECK(w.size() == l.size() && !w.empty())
+      << "parameter " << whole.name() << ": split shape of another rank";
+  Cut c;
+  c.whole_rows = w[0];
+  c.local_rows = l[0];
+  if (w.size() > 1) {
+    c.whole_cols = w[1];
+    c.local_cols = l[1];
+  }
+  c.rows = c.local_rows != c.whole_rows;
+  c.cols = c.local_cols != c.whole_cols;
+  FSDP_CHECK(!(c.rows && c.cols) && w.size() <= 2)
+      << "parameter " << whole.name() << " is cut along two dimensions";
+  return c;
+}
+
+// Calls f(local element, whole element) for every element of slice `rank` that is not padding.
+template <class F>
+void for_each_slice_element(const Cut& c, std::int64_t rank, F f) {
+  for (std::int64_t i = 0; i < c.local_rows; ++i) {
+    const std::int64_t row = c.rows ? rank * c.local_rows + i : i;
+    if (row >= c.whole_rows) {
+      return;  // the vocabulary's padding rows
+    }
+    for (std::int64_t j = 0; j < c.local_cols; ++j) {
+      const std::int64_t col = c.cols ? rank * c.local_cols + j : j;
+      f(i * c.local_cols + j, row * c.whole_cols + col);
+    }
+  }
+}
+
+// The whole and the rank-local models of a config (both valid: the caller validated it).
+std::pair<Model, Model> whole_and_local(const DecoderConfig& config) {
+  Expected<Model> whole = decoder_model(whole_config(config));
+  Expected<Model> local = decoder_model(config);
+  FSDP_CHECK(whole.has_value() && local.has_value())
+      << "tensor-parallel slices of an invalid decoder config";
+  return {std::move(whole).value(), std::move(local).value()};
 }
 
 }  // namespace
@@ -214,13 +310,14 @@ Status validate(const DecoderConfig& config) {
   if (config.family == DecoderFamily::kLlama) {
     FSDP_RETURN_IF_ERROR(validate_llama(config, tokens));
   }
-  return ok_status();
+  return validate_split(config);
 }
 
 Expected<Model> decoder_model(const DecoderConfig& config) {
   FSDP_RETURN_IF_ERROR(validate(config));
   if (config.family == DecoderFamily::kLlama) {
-    return hub_arch_to_model(arch_of(config), "decoder config", config.name);
+    FSDP_TRY(const ModelSplit split, ModelSplit::make(config.tp, 1, /*sequence_parallel=*/false));
+    return hub_arch_to_model(arch_of(config), "decoder config", config.name, split);
   }
   const std::int64_t v = config.vocab;
   const std::int64_t h = config.hidden;
@@ -253,7 +350,8 @@ Expected<Model> decoder_model(const DecoderConfig& config) {
   return Model::make("decoder", std::move(units));
 }
 
-ParamValues initial_parameters(const DecoderConfig& config) {
+ParamValues initial_parameters(const DecoderConfig& given) {
+  const DecoderConfig config = whole_config(given);
   const Expected<Model> model = decoder_model(config);
   FSDP_CHECK(model.has_value()) << "initial_parameters of an invalid config: "
                                 << model.error().message();
@@ -279,6 +377,51 @@ ParamValues initial_parameters(const DecoderConfig& config) {
     }
   }
   return values;
+}
+
+ParamValues split_parameters(const DecoderConfig& config, const ParamValues& whole_values) {
+  const auto [whole, local] = whole_and_local(config);
+  ParamValues out(whole.units().size());
+  for (std::size_t u = 0; u < out.size(); ++u) {
+    const auto& params = local.units()[u].params();
+    out[u].resize(params.size());
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      const Cut c = cut_of(whole.units()[u].params()[p], params[p]);
+      std::vector<float>& dst = out[u][p];
+      dst.assign(static_cast<std::size_t>(params[p].numel()), 0.0F);
+      const std::vector<float>& src = whole_values[u][p];
+      for_each_slice_element(c, config.tp_rank, [&](std::int64_t l, std::int64_t w) {
+        dst[static_cast<std::size_t>(l)] = src[static_cast<std::size_t>(w)];
+      });
+    }
+  }
+  return out;
+}
+
+ParamValues join_parameters(const DecoderConfig& config, const std::vector<ParamValues>& slices) {
+  FSDP_CHECK(static_cast<std::int64_t>(slices.size()) == config.tp)
+      << "join_parameters: " << slices.size() << " slices for tp=" << config.tp;
+  const auto [whole, local] = whole_and_local(config);
+  ParamValues out(whole.units().size());
+  for (std::size_t u = 0; u < out.size(); ++u) {
+    const auto& params = whole.units()[u].params();
+    out[u].resize(params.size());
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      const Cut c = cut_of(params[p], local.units()[u].params()[p]);
+      std::vector<float>& dst = out[u][p];
+      dst.assign(static_cast<std::size_t>(params[p].numel()), 0.0F);
+      for (std::int64_t r = 0; r < config.tp; ++r) {
+        const std::vector<float>& src = slices[static_cast<std::size_t>(r)][u][p];
+        for_each_slice_element(c, r, [&](std::int64_t l, std::int64_t w) {
+          dst[static_cast<std::size_t>(w)] = src[static_cast<std::size_t>(l)];
+        });
+        if (!c.rows && !c.cols) {
+          break;  // whole on every rank: rank 0's copy
+        }
+      }
+    }
+  }
+  return out;
 }
 
 std::int64_t global_sample_index(const DecoderConfig& config, std::int64_t num_microbatches,

@@ -32,6 +32,8 @@
 
 namespace fsdp::backend {
 
+class SplitComm;
+
 // The two architectures the backends train. kMlp: the small decoder above. kLlama: the hub
 // llama / mistral / qwen2 families (docs/design/backends.md, "The Llama model"): blocks of
 // h = x + o_proj(attention(rope(q_proj n1), rope(k_proj n1), v_proj n1)), n1 = rmsnorm(x);
@@ -61,6 +63,12 @@ struct DecoderConfig {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
+  // Tensor parallelism (kLlama only; docs/design/parallelism.md, "Training it for real"): the
+  // model is the rank-local one of a tp-way Megatron split (hub_arch_to_model with a ModelSplit),
+  // and this rank holds slice tp_rank of every split tensor (split_parameters below). The fields
+  // above describe the whole model.
+  std::int64_t tp = 1;
+  std::int64_t tp_rank = 0;
 };
 
 // The kLlama config of a hub architecture (core/model/hub_arch.h) with seq_len, micro_batch_size
@@ -72,16 +80,29 @@ Expected<DecoderConfig> decoder_config_of_arch(const HubArch& arch, std::string 
                                                std::uint64_t seed);
 
 // Errors (kInvalidArgument, one line naming the field, expected and actual): any size < 1,
-// sizes whose products overflow int64.
+// sizes whose products overflow int64; tp < 1, tp_rank outside [0, tp); tp > 1 with the small
+// decoder (kMlp), or with heads, kv_heads or ffn that tp does not divide, or a vocabulary so
+// small that the last rank's slice would hold only padding.
 Status validate(const DecoderConfig& config);
 
-// The Model the schedule IR is built from (see the contract above).
+// The Model the schedule IR is built from (see the contract above): under tp > 1 the rank-local
+// model, with the activation collectives of the split (core/model/unit_work.h).
 Expected<Model> decoder_model(const DecoderConfig& config);
 
 // Initial parameter values, deterministic from config.seed: [unit][param] -> numel values, in
-// decoder_model()'s order.
+// decoder_model()'s order; the whole model's (tp and tp_rank are ignored).
 using ParamValues = std::vector<std::vector<std::vector<float>>>;
 ParamValues initial_parameters(const DecoderConfig& config);
+
+// How tensor parallelism cuts the whole model's parameters (Megatron-LM, docs/design/
+// parallelism.md): column-parallel q, k, v, gate and up (and their biases) by output rows,
+// row-parallel o and down by input columns, the embedding and the output layer by vocabulary
+// rows (padded up to a multiple of tp with zero rows), the rest whole. split_parameters gives
+// slice config.tp_rank of `whole` (values in initial_parameters' layout, tp ignored), shaped
+// as decoder_model(config); join_parameters puts the tp slices (slices[r] of rank r, each
+// shaped as decoder_model of that rank) back together, padding dropped. For tp = 1 both copy.
+ParamValues split_parameters(const DecoderConfig& config, const ParamValues& whole);
+ParamValues join_parameters(const DecoderConfig& config, const std::vector<ParamValues>& slices);
 
 // Global index of sample i of microbatch mb of step `step` on data rank r of W.
 std::int64_t global_sample_index(const DecoderConfig& config, std::int64_t num_microbatches,
@@ -131,6 +152,9 @@ class HostDecoder {
   // The first error of any call so far (a device decoder's vendor failures; the interface's calls
   // return void). The host decoder has none.
   virtual Status status() const { return ok_status(); }
+  // Under tp > 1 the decoder issues its tensor-parallel group's collectives through `comm`
+  // (backends/model/split_comm.h; not owned). This base class ignores it.
+  virtual void set_split_comm(SplitComm* /*comm*/) {}
 };
 
 // Optimizer hyper-parameters (elementwise optimizers, so a shard updates exactly like the

@@ -3,6 +3,7 @@
 // forward, recompute and backward.
 #include "backends/model/decoder_driver.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -83,7 +84,8 @@ DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_micro
                              std::int64_t data_rank, std::int64_t data_world,
                              std::unique_ptr<DecoderKernels> kernels)
     : kernels_(std::move(kernels)),
-      config_(config),
+      data_config_(config),
+      config_(local_config(config)),
       num_mb_(num_microbatches),
       rank_(data_rank),
       world_(data_world),
@@ -100,18 +102,63 @@ DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_micro
       saved_(idx(num_units_) * idx(num_microbatches)),
       recompute_(idx(num_units_), false) {
   FSDP_CHECK(kernels_ != nullptr) << "decoder driver without a kernel set";
+  vocab_first_ = config.tp_rank * config_.vocab;
+  vocab_valid_ = std::min(config_.vocab, config.vocab - vocab_first_);
+}
+
+DecoderConfig DecoderDriver::local_config(const DecoderConfig& whole) {
+  DecoderConfig c = whole;
+  if (whole.tp > 1) {  // validate() checked that tp divides them
+    c.heads = whole.heads / whole.tp;
+    c.kv_heads = whole.kv_heads / whole.tp;
+    c.ffn = whole.ffn / whole.tp;
+    c.vocab = (whole.vocab + whole.tp - 1) / whole.tp;  // padded rows per rank
+  }
+  return c;
+}
+
+bool DecoderDriver::ok() const {
+  return kernels_->ok() && comm_status_.ok();
+}
+
+bool DecoderDriver::can_communicate(std::string_view site) {
+  if (!ok()) {
+    return false;
+  }
+  if (split_ == nullptr) {
+    comm_status_ =
+        Error(ErrorCode::kFailedPrecondition, str_cat("decoder: tp=", data_config_.tp,
+                                                      " needs its group's "
+                                                      "communicator (set_split_comm) for ",
+                                                      site));
+    return false;
+  }
+  return true;
+}
+
+void DecoderDriver::all_reduce(std::string_view site, DeviceArray& buf, std::int64_t n) {
+  if (can_communicate(site)) {
+    comm_status_ = split_->all_reduce(site, buf.as<float>(), n);
+  }
+}
+
+void DecoderDriver::all_gather(std::string_view site, const DeviceArray& send, std::int64_t n,
+                               DeviceArray& recv) {
+  if (can_communicate(site)) {
+    comm_status_ = split_->all_gather(site, send.as<float>(), n, recv.as<float>());
+  }
 }
 
 // The arrays go back to the kernel set before it is destroyed (member order).
 DecoderDriver::~DecoderDriver() = default;
 
 Status DecoderDriver::status() const {
-  return kernels_->status();
+  return kernels_->ok() ? comm_status_ : kernels_->status();
 }
 
 void DecoderDriver::begin_step(std::int64_t step) {
   FSDP_CHECK(step >= 0) << "begin_step(" << step << ")";
-  if (!kernels_->ok()) {
+  if (!ok()) {
     return;
   }
   const auto seq = idx(config_.seq_len);
@@ -119,8 +166,8 @@ void DecoderDriver::begin_step(std::int64_t step) {
   std::vector<std::int32_t> tg(idx(tokens_));
   for (std::int64_t mb = 0; mb < num_mb_; ++mb) {
     for (std::int64_t i = 0; i < config_.micro_batch_size; ++i) {
-      const std::vector<std::int32_t> sample =
-          sample_tokens(config_, global_sample_index(config_, num_mb_, world_, step, mb, rank_, i));
+      const std::vector<std::int32_t> sample = sample_tokens(
+          data_config_, global_sample_index(data_config_, num_mb_, world_, step, mb, rank_, i));
       for (std::size_t j = 0; j < seq; ++j) {
         in[idx(i) * seq + j] = sample[j];
         tg[idx(i) * seq + j] = sample[j + 1];
@@ -144,15 +191,13 @@ void DecoderDriver::begin_step(std::int64_t step) {
 void DecoderDriver::forward(std::int32_t unit, std::int32_t mb,
                             std::span<const float* const> params) {
   check_call("forward", unit, mb, params.size());
-  if (!kernels_->ok()) {
+  if (!ok()) {
     return;
   }
   const std::int64_t h = config_.hidden;
   DeviceArray& out = hidden_[idx(mb)];
   if (unit == 0) {
-    out = floats(tokens_ * h);
-    kernels_->embedding_forward(inputs_[idx(mb)].as<std::int32_t>(), tokens_, h, params[0],
-                                out.as<float>());
+    out = embed(mb, params[0]);
     return;
   }
   FSDP_CHECK(out.bytes() == tokens_ * h * kF32)
@@ -163,12 +208,7 @@ void DecoderDriver::forward(std::int32_t unit, std::int32_t mb,
   if (is_head(unit)) {
     has_loss_[idx(mb)] = true;
   } else if (llama()) {
-    // y = mid + down_proj(act): the residual stream enters as beta = 1.
-    out = floats(tokens_ * h);
-    kernels_->copy(out.as<float>(), s.mid.as<float>(), tokens_ * h);
-    const auto w = [&](int i) { return params[static_cast<std::size_t>(i)]; };
-    project(config_.ffn, h, s.act.as<float>(), w(lp_.down),
-            lp_.down_bias < 0 ? nullptr : w(lp_.down_bias), 1.0F, out.as<float>());
+    out = llama_output(params, s);
   } else {
     // x + W2 a: the residual stream enters as beta = 1.
     out = floats(tokens_ * h);
@@ -184,13 +224,62 @@ void DecoderDriver::forward(std::int32_t unit, std::int32_t mb,
 void DecoderDriver::recompute(std::int32_t unit, std::int32_t mb,
                               std::span<const float* const> params) {
   check_call("recompute", unit, mb, params.size());
-  if (unit == 0 || !kernels_->ok()) {
-    return;  // the embedding keeps nothing, so there is nothing to rebuild
+  if (!ok()) {
+    return;
+  }
+  // A tensor-parallel recompute runs the unit's whole forward again, collectives included, as
+  // the schedule lists them (Megatron-LM's full recomputation); its output is dropped.
+  if (unit == 0) {
+    if (split()) {
+      embed(mb, params[0]);  // the embedding keeps nothing, so only its collective repeats
+    }
+    return;
   }
   Saved& s = saved(unit, mb);
   FSDP_CHECK(!s.x.empty()) << "recompute of unit " << unit << " microbatch " << mb
                            << " without its forward";
   compute_intermediates(unit, mb, params, s);
+  if (split() && llama() && !is_head(unit)) {
+    llama_output(params, s);
+  }
+}
+
+DeviceArray DecoderDriver::embed(std::int32_t mb, const float* table) {
+  const std::int64_t h = config_.hidden;
+  DeviceArray out = floats(tokens_ * h);
+  const auto* tokens = inputs_[idx(mb)].as<std::int32_t>();
+  if (!split()) {
+    kernels_->embedding_forward(tokens, tokens_, h, table, out.as<float>());
+    return out;
+  }
+  // Vocabulary-parallel: this rank's rows give their tokens' embeddings, the others 0; the sum
+  // over the group is the lookup.
+  kernels_->embedding_slice_forward(tokens, tokens_, h, vocab_first_, config_.vocab, table,
+                                    out.as<float>());
+  all_reduce("embedding.out", out, tokens_ * h);
+  return out;
+}
+
+DeviceArray DecoderDriver::llama_output(std::span<const float* const> params, const Saved& s) {
+  const std::int64_t h = config_.hidden;
+  const auto w = [&](int i) { return params[static_cast<std::size_t>(i)]; };
+  const float* bias = lp_.down_bias < 0 ? nullptr : w(lp_.down_bias);
+  DeviceArray out = floats(tokens_ * h);
+  if (!split()) {
+    // y = mid + down_proj(act): the residual stream enters as beta = 1.
+    kernels_->copy(out.as<float>(), s.mid.as<float>(), tokens_ * h);
+    project(config_.ffn, h, s.act.as<float>(), w(lp_.down), bias, 1.0F, out.as<float>());
+    return out;
+  }
+  // Row-parallel down_proj: the partial products summed over the group, then the residual and
+  // the (whole) bias once.
+  project(config_.ffn, h, s.act.as<float>(), w(lp_.down), nullptr, 0.0F, out.as<float>());
+  all_reduce("mlp.out", out, tokens_ * h);
+  kernels_->add(out.as<float>(), s.mid.as<float>(), tokens_ * h);
+  if (bias != nullptr) {
+    kernels_->add_bias(tokens_, h, bias, out.as<float>());
+  }
+  return out;
 }
 
 void DecoderDriver::backward(std::int32_t unit, std::int32_t mb,
@@ -199,7 +288,7 @@ void DecoderDriver::backward(std::int32_t unit, std::int32_t mb,
   FSDP_CHECK(grads.size() == params.size())
       << "backward of unit " << unit << ": " << grads.size() << " gradient buffers for "
       << params.size() << " parameters";
-  if (!kernels_->ok()) {
+  if (!ok()) {
     return;
   }
   const std::int64_t h = config_.hidden;
@@ -207,8 +296,13 @@ void DecoderDriver::backward(std::int32_t unit, std::int32_t mb,
   if (unit == 0) {
     FSDP_CHECK(dh.bytes() == tokens_ * h * kF32)
         << "backward of the embedding, microbatch " << mb << ", before layers.0's";
-    kernels_->embedding_backward(inputs_[idx(mb)].as<std::int32_t>(), tokens_, config_.vocab, h,
-                                 dh.as<float>(), grads[0]);
+    const auto* tokens = inputs_[idx(mb)].as<std::int32_t>();
+    if (split()) {
+      kernels_->embedding_slice_backward(tokens, tokens_, h, vocab_first_, config_.vocab,
+                                         dh.as<float>(), grads[0]);
+    } else {
+      kernels_->embedding_backward(tokens, tokens_, config_.vocab, h, dh.as<float>(), grads[0]);
+    }
     dh.reset();
     return;
   }
@@ -238,13 +332,22 @@ void DecoderDriver::backward_head(std::int32_t mb, std::span<const float* const>
   const std::int64_t v = config_.vocab;
   DeviceArray dnormed = floats(tokens_ * h);
   DeviceArray dlogits = floats(tokens_ * v);
-  kernels_->softmax_cross_entropy_backward(tokens_, v, targets_[idx(mb)].as<std::int32_t>(),
-                                           s.probs.as<float>(), dlogits.as<float>());
-  // dW_out = dlogits^T n; dn = dlogits W_out.
+  const auto* targets = targets_[idx(mb)].as<std::int32_t>();
+  if (split()) {
+    kernels_->vocab_parallel_backward(tokens_, v, vocab_valid_, vocab_first_, targets,
+                                      s.probs.as<float>(), dlogits.as<float>());
+  } else {
+    kernels_->softmax_cross_entropy_backward(tokens_, v, targets, s.probs.as<float>(),
+                                             dlogits.as<float>());
+  }
+  // dW_out = dlogits^T n; dn = dlogits W_out (under tp the slice's share, summed over the group).
   kernels_->gemm(true, false, v, h, tokens_, dlogits.as<float>(), s.normed.as<float>(), 0.0F,
                  grads[1]);
   kernels_->gemm(false, false, tokens_, h, v, dlogits.as<float>(), params[1], 0.0F,
                  dnormed.as<float>());
+  if (split()) {
+    all_reduce("head.in_grad", dnormed, tokens_ * h);
+  }
   grad_[idx(mb)] =
       norm_backward(s.x, params[0], llama() ? nullptr : s.inv_rms.as<float>(), dnormed, grads[0]);
 }
@@ -333,10 +436,21 @@ void DecoderDriver::compute_llama_layer(std::span<const float* const> params, Sa
   kernels_->attention_forward(config_.micro_batch_size, config_.seq_len, config_.heads,
                               config_.kv_heads, hd, s.q.as<float>(), s.k.as<float>(),
                               s.v.as<float>(), s.attn.as<float>(), s.lse.as<float>());
-  // mid = x + o_proj(attn): the residual enters as beta = 1.
   s.mid = floats(tokens_ * h);
-  kernels_->copy(s.mid.as<float>(), s.x.as<float>(), tokens_ * h);
-  project(qd, h, s.attn.as<float>(), w(p.o), bias(p.o_bias), 1.0F, s.mid.as<float>());
+  if (split()) {
+    // Row-parallel o_proj: partial products summed over the group, then the residual and the
+    // (whole) bias once.
+    project(qd, h, s.attn.as<float>(), w(p.o), nullptr, 0.0F, s.mid.as<float>());
+    all_reduce("attention.out", s.mid, tokens_ * h);
+    kernels_->add(s.mid.as<float>(), s.x.as<float>(), tokens_ * h);
+    if (p.o_bias >= 0) {
+      kernels_->add_bias(tokens_, h, w(p.o_bias), s.mid.as<float>());
+    }
+  } else {
+    // mid = x + o_proj(attn): the residual enters as beta = 1.
+    kernels_->copy(s.mid.as<float>(), s.x.as<float>(), tokens_ * h);
+    project(qd, h, s.attn.as<float>(), w(p.o), bias(p.o_bias), 1.0F, s.mid.as<float>());
+  }
   s.normed2 = rmsnorm_of(s.mid, w(p.post_norm));
   s.gate = floats(tokens_ * f);
   s.up = floats(tokens_ * f);
@@ -380,6 +494,9 @@ void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float*
     DeviceArray dnormed2 = floats(tokens_ * h);
     input_grad(h, f, dgate, p.gate, 0.0F, dnormed2);
     input_grad(h, f, dup, p.up, 1.0F, dnormed2);
+    if (split()) {
+      all_reduce("mlp.in_grad", dnormed2, tokens_ * h);
+    }
     const DeviceArray dmid =
         norm_backward(s.mid, at(params, p.post_norm), nullptr, dnormed2, at(grads, p.post_norm));
     kernels_->add(dy.as<float>(), dmid.as<float>(), tokens_ * h);  // dy is now d mid
@@ -406,6 +523,9 @@ void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float*
   input_grad(h, qd, dq, p.q, 0.0F, dnormed);
   input_grad(h, kvd, dk, p.k, 1.0F, dnormed);
   input_grad(h, kvd, dv, p.v, 1.0F, dnormed);
+  if (split()) {
+    all_reduce("attention.in_grad", dnormed, tokens_ * h);
+  }
   const DeviceArray dx =
       norm_backward(s.x, at(params, p.input_norm), nullptr, dnormed, at(grads, p.input_norm));
   kernels_->add(dy.as<float>(), dx.as<float>(), tokens_ * h);  // dy is now dx
@@ -413,7 +533,7 @@ void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float*
 
 double DecoderDriver::step_loss() const {
   constexpr double kFailed = std::numeric_limits<double>::quiet_NaN();
-  if (!kernels_->ok()) {
+  if (!ok()) {
     return kFailed;  // a failed call may have left the head's forward undone
   }
   std::vector<double> rows(idx(tokens_));
@@ -422,7 +542,7 @@ double DecoderDriver::step_loss() const {
     FSDP_CHECK(has_loss_[idx(mb)]) << "step_loss before the head's forward of microbatch " << mb;
     kernels_->download(rows.data(), row_loss_[idx(mb)].as<void>(),
                        static_cast<std::int64_t>(rows.size() * sizeof(double)));
-    if (!kernels_->ok()) {
+    if (!ok()) {
       return kFailed;
     }
     double total = 0.0;  // the local loss of mb: the mean of its rows, summed in order
@@ -484,9 +604,23 @@ void DecoderDriver::compute_intermediates(std::int32_t unit, std::int32_t mb,
                    logits.as<float>());
     s.probs = floats(tokens_ * v);
     row_loss_[idx(mb)] = kernels_->array<double>(tokens_);
-    kernels_->softmax_cross_entropy(tokens_, v, targets_[idx(mb)].as<std::int32_t>(),
-                                    logits.as<float>(), s.probs.as<float>(),
-                                    row_loss_[idx(mb)].as<double>());
+    const auto* targets = targets_[idx(mb)].as<std::int32_t>();
+    if (!split()) {
+      kernels_->softmax_cross_entropy(tokens_, v, targets, logits.as<float>(), s.probs.as<float>(),
+                                      row_loss_[idx(mb)].as<double>());
+      return;
+    }
+    // Vocabulary-parallel cross entropy: each member's (max, sum of exponentials, target
+    // logit) per token, gathered, give every member the whole softmax's normaliser.
+    constexpr std::int64_t kStats = 3;
+    DeviceArray stats = floats(tokens_ * kStats);
+    DeviceArray all_stats = floats(tokens_ * kStats * data_config_.tp);
+    kernels_->vocab_parallel_stats(tokens_, v, vocab_valid_, vocab_first_, targets,
+                                   logits.as<float>(), stats.as<float>());
+    all_gather("head.loss_stats", stats, tokens_ * kStats, all_stats);
+    kernels_->vocab_parallel_softmax(tokens_, v, vocab_valid_, data_config_.tp,
+                                     all_stats.as<float>(), logits.as<float>(), s.probs.as<float>(),
+                                     row_loss_[idx(mb)].as<double>());
     return;
   }
   const std::int64_t f = config_.ffn;

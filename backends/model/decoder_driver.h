@@ -16,6 +16,7 @@
 
 #include "backends/model/decoder.h"
 #include "backends/model/decoder_kernels.h"
+#include "backends/model/split_comm.h"
 #include "core/base/expected.h"
 
 namespace fsdp::backend {
@@ -42,8 +43,12 @@ class DecoderDriver : public HostDecoder {
   double step_loss() const override;
   void set_recompute(std::int32_t unit, bool on) override;
   std::int64_t activation_bytes() const override;
-  // The kernel set's first failure: after one, every call is a no-op.
+  // The kernel set's or the split communicator's first failure: after one, every call is a
+  // no-op.
   Status status() const override;
+  // Under tp > 1 the forward, recompute and backward issue their group's collectives here
+  // (docs/design/parallelism.md, "Training it for real"); not owned, outlives the driver.
+  void set_split_comm(SplitComm* comm) override { split_ = comm; }
 
  private:
   // What one unit keeps for one microbatch between forward and backward. kLlama keeps exactly
@@ -81,6 +86,23 @@ class DecoderDriver : public HostDecoder {
     int count = 0;
   };
   static LlamaParams llama_params(const DecoderConfig& config);
+  // The shapes one tp rank computes with: heads, kv heads and ffn / tp, vocabulary rows
+  // ceil(vocab / tp) (the whole config when tp = 1).
+  static DecoderConfig local_config(const DecoderConfig& whole);
+
+  bool split() const { return data_config_.tp > 1; }
+  bool ok() const;
+  // False after a failure, or (then failing) without a split communicator for `site`.
+  bool can_communicate(std::string_view site);
+  // The split's collectives on the group (a failure is kept as status()).
+  void all_reduce(std::string_view site, DeviceArray& buf, std::int64_t n);
+  void all_gather(std::string_view site, const DeviceArray& send, std::int64_t n,
+                  DeviceArray& recv);
+  // The embedding's output for microbatch mb (vocabulary-parallel under tp: all-reduced).
+  DeviceArray embed(std::int32_t mb, const float* table);
+  // A kLlama layer's output mid + down_proj(act) from its intermediates (under tp: the
+  // row-parallel product all-reduced first).
+  DeviceArray llama_output(std::span<const float* const> params, const Saved& s);
 
   Saved& saved(std::int32_t unit, std::int32_t mb);
   bool is_head(std::int32_t unit) const { return unit == num_units_ - 1; }
@@ -120,7 +142,12 @@ class DecoderDriver : public HostDecoder {
 
   // Declared first, destroyed last: every DeviceArray below returns its memory to it.
   std::unique_ptr<DecoderKernels> kernels_;
-  DecoderConfig config_;
+  DecoderConfig data_config_;  // the whole model's config: the data and the split
+  DecoderConfig config_;       // the shapes this rank computes with (local_config)
+  SplitComm* split_ = nullptr;
+  Status comm_status_;
+  std::int64_t vocab_first_ = 0;  // the first vocabulary row of this rank's slice
+  std::int64_t vocab_valid_ = 0;  // the slice's rows that are not padding
   std::int64_t num_mb_;
   std::int64_t rank_;
   std::int64_t world_;

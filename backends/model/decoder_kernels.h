@@ -159,6 +159,37 @@ class DecoderKernels {
                                               const std::int32_t* targets, const float* probs,
                                               float* dlogits) = 0;
 
+  // --- tensor parallelism (docs/design/parallelism.md, "Training it for real") ----------------
+  // A vocabulary-parallel embedding: `table` holds rows [first, first + table_rows) of the whole
+  // table. out[t] = table[tokens[t] - first] for a token in that range, else 0 (the group's
+  // all-reduce then sums the one rank's row).
+  virtual void embedding_slice_forward(const std::int32_t* tokens, std::int64_t rows,
+                                       std::int64_t hidden, std::int64_t first,
+                                       std::int64_t table_rows, const float* table, float* out) = 0;
+  // dtable (table_rows x hidden, overwritten) = scatter-add of dout's rows whose token is in the
+  // slice, in token order.
+  virtual void embedding_slice_backward(const std::int32_t* tokens, std::int64_t rows,
+                                        std::int64_t hidden, std::int64_t first,
+                                        std::int64_t table_rows, const float* dout,
+                                        float* dtable) = 0;
+  // Vocabulary-parallel cross entropy over logits (rows x cols) of vocabulary [first, first +
+  // cols), of which the first `valid` columns are real (the rest padding, ignored). stats (rows x
+  // 3): m = the row's maximum over valid columns, s = sum_j exp(z_j - m) (in double, rounded
+  // once), and z[target - first] when the target is in the slice, else 0.
+  virtual void vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                    std::int64_t first, const std::int32_t* targets,
+                                    const float* logits, float* stats) = 0;
+  // From every member's stats (members x rows x 3, member-major): M = max_r m_r,
+  // S = sum_r s_r exp(m_r - M) and T = sum_r target_r (in double); row_loss[t] = log S - (T - M);
+  // probs = exp(z - M) / S over the valid columns, 0 over the padding.
+  virtual void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                      std::int64_t members, const float* all_stats,
+                                      const float* logits, float* probs, double* row_loss) = 0;
+  // dlogits = (probs - onehot(targets - first)) / rows over the valid columns, 0 over padding.
+  virtual void vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                                       std::int64_t first, const std::int32_t* targets,
+                                       const float* probs, float* dlogits) = 0;
+
  protected:
   // Keeps the first failure; later ones are consequences of it.
   void fail(Error error) {

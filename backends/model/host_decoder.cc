@@ -121,6 +121,31 @@ class HostKernels final : public DecoderKernels {
                                       float* dlogits) override {
     backend::softmax_cross_entropy_backward(vocab, ids(targets, rows), probs, dlogits);
   }
+  void embedding_slice_forward(const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                               std::int64_t first, std::int64_t table_rows, const float* table,
+                               float* out) override {
+    backend::embedding_slice_forward(ids(tokens, rows), hidden, first, table_rows, table, out);
+  }
+  void embedding_slice_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                                std::int64_t first, std::int64_t table_rows, const float* dout,
+                                float* dtable) override {
+    backend::embedding_slice_backward(ids(tokens, rows), hidden, first, table_rows, dout, dtable);
+  }
+  void vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                            std::int64_t first, const std::int32_t* targets, const float* logits,
+                            float* stats) override {
+    backend::vocab_parallel_stats(cols, valid, first, ids(targets, rows), logits, stats);
+  }
+  void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                              std::int64_t members, const float* all_stats, const float* logits,
+                              float* probs, double* row_loss) override {
+    backend::vocab_parallel_softmax(rows, cols, valid, members, all_stats, logits, probs, row_loss);
+  }
+  void vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                               std::int64_t first, const std::int32_t* targets, const float* probs,
+                               float* dlogits) override {
+    backend::vocab_parallel_backward(cols, valid, first, ids(targets, rows), probs, dlogits);
+  }
 };
 
 }  // namespace

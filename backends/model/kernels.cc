@@ -378,4 +378,97 @@ void softmax_cross_entropy_backward(std::int64_t vocab, std::span<const std::int
   }
 }
 
+void embedding_slice_forward(std::span<const std::int32_t> tokens, std::int64_t hidden,
+                             std::int64_t first, std::int64_t table_rows, const float* table,
+                             float* out) {
+  const std::size_t h = idx(hidden);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::int64_t row = tokens[t] - first;
+    float* dst = out + t * h;
+    for (std::size_t j = 0; j < h; ++j) {
+      dst[j] = row >= 0 && row < table_rows ? table[idx(row) * h + j] : 0.0F;
+    }
+  }
+}
+
+void embedding_slice_backward(std::span<const std::int32_t> tokens, std::int64_t hidden,
+                              std::int64_t first, std::int64_t table_rows, const float* dout,
+                              float* dtable) {
+  const std::size_t h = idx(hidden);
+  for (std::size_t i = 0; i < idx(table_rows) * h; ++i) {
+    dtable[i] = 0.0F;
+  }
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::int64_t row = tokens[t] - first;
+    if (row < 0 || row >= table_rows) {
+      continue;
+    }
+    float* dst = dtable + idx(row) * h;
+    const float* src = dout + t * h;
+    for (std::size_t j = 0; j < h; ++j) {
+      dst[j] += src[j];
+    }
+  }
+}
+
+void vocab_parallel_stats(std::int64_t cols, std::int64_t valid, std::int64_t first,
+                          std::span<const std::int32_t> targets, const float* logits,
+                          float* stats) {
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const float* z = logits + t * idx(cols);
+    double max = z[0];
+    for (std::size_t j = 1; j < idx(valid); ++j) {
+      max = std::max(max, static_cast<double>(z[j]));
+    }
+    double sum = 0.0;
+    for (std::size_t j = 0; j < idx(valid); ++j) {
+      sum += std::exp(z[j] - max);
+    }
+    const std::int64_t target = targets[t] - first;
+    stats[3 * t] = static_cast<float>(max);  // exact: max is one of the fp32 logits
+    stats[3 * t + 1] = static_cast<float>(sum);
+    stats[3 * t + 2] = target >= 0 && target < valid ? z[idx(target)] : 0.0F;
+  }
+}
+
+void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                            std::int64_t members, const float* all_stats, const float* logits,
+                            float* probs, double* row_loss) {
+  const std::size_t n = idx(rows);
+  for (std::size_t t = 0; t < n; ++t) {
+    double max = all_stats[3 * t];
+    for (std::size_t r = 1; r < idx(members); ++r) {
+      max = std::max(max, static_cast<double>(all_stats[(r * n + t) * 3]));
+    }
+    double sum = 0.0;
+    double target = 0.0;
+    for (std::size_t r = 0; r < idx(members); ++r) {
+      const float* s = all_stats + (r * n + t) * 3;
+      sum += static_cast<double>(s[1]) * std::exp(static_cast<double>(s[0]) - max);
+      target += s[2];
+    }
+    const float* z = logits + t * idx(cols);
+    for (std::size_t j = 0; j < idx(cols); ++j) {
+      probs[t * idx(cols) + j] =
+          j < idx(valid) ? static_cast<float>(std::exp(z[j] - max) / sum) : 0.0F;
+    }
+    row_loss[t] = std::log(sum) - (target - max);
+  }
+}
+
+void vocab_parallel_backward(std::int64_t cols, std::int64_t valid, std::int64_t first,
+                             std::span<const std::int32_t> targets, const float* probs,
+                             float* dlogits) {
+  const std::size_t v = idx(cols);
+  const double scale = 1.0 / static_cast<double>(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const std::int64_t target = targets[t] - first;
+    for (std::size_t j = 0; j < v; ++j) {
+      const double onehot = static_cast<std::int64_t>(j) == target ? 1.0 : 0.0;
+      dlogits[t * v + j] =
+          j < idx(valid) ? static_cast<float>((probs[t * v + j] - onehot) * scale) : 0.0F;
+    }
+  }
+}
+
 }  // namespace fsdp::backend

@@ -95,4 +95,21 @@ void softmax_cross_entropy(std::int64_t vocab, std::span<const std::int32_t> tar
 void softmax_cross_entropy_backward(std::int64_t vocab, std::span<const std::int32_t> targets,
                                     const float* probs, float* dlogits);
 
+// Tensor parallelism: the vocabulary-parallel embedding and cross entropy (the equations of
+// DecoderKernels' methods of the same names, decoder_kernels.h).
+void embedding_slice_forward(std::span<const std::int32_t> tokens, std::int64_t hidden,
+                             std::int64_t first, std::int64_t table_rows, const float* table,
+                             float* out);
+void embedding_slice_backward(std::span<const std::int32_t> tokens, std::int64_t hidden,
+                              std::int64_t first, std::int64_t table_rows, const float* dout,
+                              float* dtable);
+void vocab_parallel_stats(std::int64_t cols, std::int64_t valid, std::int64_t first,
+                          std::span<const std::int32_t> targets, const float* logits, float* stats);
+void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                            std::int64_t members, const float* all_stats, const float* logits,
+                            float* probs, double* row_loss);
+void vocab_parallel_backward(std::int64_t cols, std::int64_t valid, std::int64_t first,
+                             std::span<const std::int32_t> targets, const float* probs,
+                             float* dlogits);
+
 }  // namespace fsdp::backend

@@ -67,10 +67,15 @@ Expected<Placements> make_strategy_placements(Strategy strategy, const DeviceMes
     }
   }
   if (static_cast<std::int64_t>(recipe_axes.size()) != ndim) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(to_string(strategy), " needs a ", ndim, "-axis dp mesh, got the ",
-                         recipe_axes.size(), "-axis mesh ", to_string(mesh),
-                         others.empty() ? "" : str_cat(" (besides ", join(others, ", "), ")")));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        str_cat(to_string(strategy), " needs a ", ndim, "-axis dp mesh, got the ",
+                recipe_axes.size(), "-axis mesh ", to_string(mesh),
+                others.empty() ? "" : str_cat(" (besides ", join(others, ", "), ")"),
+                // A tp or ep mesh without dp axes: FSDP over one rank is dp=1.
+                recipe_axes.empty() && ndim == 1
+                    ? str_cat("; for no data parallelism add dp=1 (dp=1,", to_string(mesh), ")")
+                    : ""));
   }
   const bool zero = strategy == Strategy::kZero1 || strategy == Strategy::kZero2 ||
                     strategy == Strategy::kZero3;

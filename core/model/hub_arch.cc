@@ -290,9 +290,11 @@ Expected<HubArch> apply_hub_overrides(HubArch a, const HubOverrides& o) {
     a.heads = o.heads.value_or(a.heads);
     if (o.hidden || o.heads) {
       if (a.hidden % a.heads != 0) {
-        return bad(o.heads ? "--heads" : "--hidden",
-                   str_cat("heads that divide the hidden size ", a.hidden),
-                   o.heads ? a.heads : a.hidden);
+        // Name the flag that was given; with only --hidden the heads are the config's.
+        if (o.heads) {
+          return bad("--heads", str_cat("heads that divide the hidden size ", a.hidden), a.heads);
+        }
+        return bad("--hidden", str_cat("a multiple of the config's ", a.heads, " heads"), a.hidden);
       }
       a.qk_head_dim = a.hidden / a.heads;
       a.v_head_dim = a.qk_head_dim;

@@ -711,6 +711,10 @@ Expected<Unit> build_layer(const HubArch& a, const Split& sp, std::string_view s
   return make_unit(source, str_cat("layers.", layer), list, m, c);
 }
 
+// What each member of a tensor-parallel group contributes per token to the vocabulary-parallel
+// cross entropy: max, sum of exponentials, target logit.
+constexpr std::int64_t kLossStatsPerToken = 3;
+
 Expected<Unit> build_head(const HubArch& a, const Split& sp, std::string_view source) {
   ParamList list(source, a.dtype);
   Arith m;
@@ -738,8 +742,9 @@ Expected<Unit> build_head(const HubArch& a, const Split& sp, std::string_view so
   c.activations.recompute = h_bytes;
   // The column-parallel output layer: its input gathered from the sequence-parallel region
   // (again in the backward, for the weight gradient), its input gradient all-reduced or
-  // reduce-scattered. Vocabulary-parallel cross entropy also all-reduces three fp32 values per
-  // token (max, sum of exponentials, target logit); those 12 bytes per token are left out.
+  // reduce-scattered. The vocabulary-parallel cross entropy all-gathers three values per token
+  // from each member (its slice's logit maximum, sum of exponentials and target logit), from
+  // which every member forms the whole softmax (docs/design/parallelism.md).
   std::vector<std::vector<ActivationCollective>> fwd(1);
   std::vector<std::vector<ActivationCollective>> bwd(1);
   if (sp.tp > 1) {
@@ -747,6 +752,10 @@ Expected<Unit> build_head(const HubArch& a, const Split& sp, std::string_view so
     constexpr ParallelAxis T = ParallelAxis::kTensor;
     if (sp.sp) {
       fwd[0].push_back({CollectivePass::kForward, K::kAllGather, T, "head.in", h, sp.tp});
+    }
+    fwd[0].push_back(
+        {CollectivePass::kForward, K::kAllGather, T, "head.loss_stats", kLossStatsPerToken, 1});
+    if (sp.sp) {
       bwd[0].push_back({CollectivePass::kBackward, K::kAllGather, T, "head.in", h, sp.tp});
       bwd[0].push_back({CollectivePass::kBackward, K::kReduceScatter, T, "head.in_grad", h, sp.tp});
     } else {

@@ -131,12 +131,13 @@ Expected<RankRun> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
   cpu::CpuDevice device(str_cat("rank ", rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            cross::make_rank_decoder(setup, spec, rank));
+  FSDP_TRY(const backend::ParamValues initial, cross::rank_initial(setup, spec, rank));
   exec::ExecutorOptions options;
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;
-  FSDP_TRY(std::unique_ptr<exec::Executor> executor,
-           exec::Executor::make(setup.schedule, rank, setup.initial,
-                                decoder.get(), &device, &comms, options));
+  FSDP_TRY(
+      std::unique_ptr<exec::Executor> executor,
+      exec::Executor::make(setup.schedule, rank, initial, decoder.get(), &device, &comms, options));
   RankRun run;
   for (std::int64_t step = 0; step < spec.steps; ++step) {
     FSDP_RETURN_IF_ERROR(executor->run_step(step));

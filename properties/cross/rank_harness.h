@@ -19,15 +19,23 @@ namespace fsdp::cross {
 // Rank `rank`'s decoder of the spec, recomputing every unit when the config says so.
 inline Expected<std::unique_ptr<backend::HostDecoder>> make_rank_decoder(
     const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank) {
+  FSDP_TRY(const exec::RankModel model, exec::rank_model(setup, spec, rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
-           backend::HostDecoder::make(spec.model, spec.microbatches, rank,
-                                      setup.config.mesh().size()));
+           backend::HostDecoder::make(model.config, spec.microbatches, model.data_rank,
+                                      model.data_world));
   if (setup.config.recompute().is_full()) {
     for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
       decoder->set_recompute(u, true);
     }
   }
   return decoder;
+}
+
+// The initial values rank `rank`'s executor starts from: the setup's, or its tp slice.
+inline Expected<backend::ParamValues> rank_initial(const exec::TrainSetup& setup,
+                                                   const exec::TrainSpec& spec, std::int64_t rank) {
+  FSDP_TRY(exec::RankModel model, exec::rank_model(setup, spec, rank));
+  return model.split ? std::move(model.initial) : setup.initial;
 }
 
 // Runs fn(rank) for every rank, each on its own thread, and returns every rank's outcome in rank

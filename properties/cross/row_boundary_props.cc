@@ -48,6 +48,7 @@ struct Seen {
 
 struct RankLog {
   std::vector<Seen> seen;                          // in completion order
+  backend::ParamValues initial;                    // what the executor started from (tp slice)
   std::vector<backend::ParamValues> params_after;  // gather_parameters() after each step
 };
 
@@ -57,7 +58,9 @@ Expected<RankLog> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
   cpu::CpuDevice device(str_cat("rank ", rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            cross::make_rank_decoder(setup, spec, rank));
+  FSDP_TRY(const backend::ParamValues initial, cross::rank_initial(setup, spec, rank));
   RankLog log;
+  log.initial = initial;
   std::mutex mu;  // the observer runs on every stream's worker
   exec::ExecutorOptions options;
   options.optimizer = spec.optimizer;
@@ -72,8 +75,8 @@ Expected<RankLog> run_rank(const exec::TrainSetup& setup, const exec::TrainSpec&
     log.seen.push_back(std::move(s));
   };
   FSDP_TRY(std::unique_ptr<exec::Executor> executor,
-           exec::Executor::make(setup.schedule, rank, setup.initial,
-                                decoder.get(), &device, comms.get(), options));
+           exec::Executor::make(setup.schedule, rank, initial, decoder.get(), &device, comms.get(),
+                                options));
   for (std::int64_t step = 0; step < spec.steps; ++step) {
     FSDP_RETURN_IF_ERROR(executor->run_step(step));
     FSDP_TRY(backend::ParamValues params, executor->gather_parameters());
@@ -198,7 +201,7 @@ std::vector<Occurrence> occurrences(const Observed& o) {
 
 // The parameters every tensor must hold when step `step` gathers it.
 const backend::ParamValues& params_at(const Observed& o, std::int64_t step, std::int64_t rank) {
-  return step == 0 ? o.setup.initial : o.ranks[at(rank)].params_after[at(step - 1)];
+  return step == 0 ? o.ranks[at(rank)].initial : o.ranks[at(rank)].params_after[at(step - 1)];
 }
 
 // Ranges r_0, r_1, ... (member order) tile `whole`.
@@ -301,9 +304,10 @@ void check_reduce_scatter(const Observed& o, const Occurrence& occ, Accumulators
   assert_whole_rows(o, occ, shards);
   const GlobalLayout& layout = occ.group->layout;
   const bool reduce_leg = occ.info->leg == CollectiveLeg::kGradReduce;
-  // grad_scale / |dp|, every mesh axis being a data-parallel axis here.
+  // grad_scale / |dp|: every mesh axis but tp is a data-parallel axis here.
+  const DeviceMesh& mesh = o.setup.config.mesh();
   const auto scale = static_cast<float>(
-      o.spec.grad_scale / static_cast<double>(o.setup.config.mesh().size()));
+      o.spec.grad_scale / static_cast<double>(mesh.size() / exec::tensor_parallel_size(mesh)));
   for (const Seen* s : occ.members) {
     const Range out = s->meta.out;
     std::vector<float>& model = acc[{s->meta.rank, s->meta.step, s->meta.collective}];
@@ -353,11 +357,16 @@ void check_all_reduce(const Occurrence& occ) {
 }
 
 void check(const Observed& o) {
-  // Every collective the schedule issues was observed on every rank of every step.
+  // Every parameter collective the schedule issues was observed on every rank of every step
+  // (a tensor-parallel split's activation collectives move no parameter rows: the decoder issues
+  // them inside its compute, and the cross-checks of agreement_props.cc count their bytes).
   std::size_t issued = 0;
   for (std::int64_t r = 0; r < o.setup.config.mesh().size(); ++r) {
     for (const Op& op : o.setup.schedule.program_of_rank(r).ops) {
-      issued += is_collective(op.kind) ? 1 : 0;
+      issued +=
+          is_collective(op.kind) && o.setup.schedule.collectives()[at(op.collective)].activation < 0
+              ? 1
+              : 0;
     }
   }
   std::size_t seen = 0;

@@ -140,8 +140,10 @@ TEST(SimulateCommandTest, ParallelAxesReportTheirCommunication) {
   const auto tp = run_command(run_simulate_command, {"--model", "llama-3-8b", "--layers", "2",
                                                      "--mesh", "dp=2,tp=8", "--microbatches", "2"});
   ASSERT_EQ(tp.code, 0) << tp.err;
-  EXPECT_NE(tp.out.find("compute stream, axis tp: 20 collectives"), std::string::npos) << tp.out;
+  // Per microbatch: 1 + 2 x 4 + 1 all-reduces and the cross entropy's all-gather.
+  EXPECT_NE(tp.out.find("compute stream, axis tp: 22 collectives"), std::string::npos) << tp.out;
   EXPECT_NE(tp.out.find("all-reduce on tp: 20 calls"), std::string::npos) << tp.out;
+  EXPECT_NE(tp.out.find("all-gather on tp: 2 calls"), std::string::npos) << tp.out;
   const auto ep = run_command(run_simulate_command,
                               {"--model", "mixtral-8x7b", "--layers", "2", "--mesh", "dp=2,ep=8",
                                "--microbatches", "1", "--capacity-factor", "1.25"});

@@ -37,6 +37,7 @@ struct Case {
   bool recompute = false;
   bool unified_streams = false;
   bool llama = false;  // the Llama-family network (backends/model/decoder.h) with every bias
+  bool tp_llama = false;  // the Llama network split for the mesh's tp axis (tiny_tp_llama)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -47,6 +48,9 @@ TrainSpec spec_of(const Case& c) {
     spec.model = testing::tiny_train_llama(spec.model);
   }
   spec.mesh = parse_device_mesh(c.mesh).value();
+  if (c.tp_llama) {
+    spec.model = testing::tiny_tp_llama(spec.model, spec.mesh);
+  }
   spec.strategy = c.strategy;
   spec.shard_layout = c.layout;
   spec.tensor_atomic = c.tensor_atomic;
@@ -85,56 +89,88 @@ INSTANTIATE_TEST_SUITE_P(
     Configs, ShardedEqualsUnshardedTest,
     ::testing::Values(
         Case{"Zero3PaddedOneMicrobatch"},
-        Case{"Zero3PaddedFourMicrobatches", "dp=4", Strategy::kZero3, ShardLayout::kPadded,
-             false, 4},
+        Case{"Zero3PaddedFourMicrobatches", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false,
+             4},
         Case{"Zero3UnpaddedFourMicrobatches", "dp=4", Strategy::kZero3, ShardLayout::kUnpadded,
              false, 4},
         Case{"Zero3TensorAtomic", "dp=4", Strategy::kZero3, ShardLayout::kPadded, true, 1},
-        Case{"Zero2TensorAtomicFourMicrobatches", "dp=4", Strategy::kZero2,
-             ShardLayout::kPadded, true, 4},
-        Case{"Zero2PaddedFourMicrobatches", "dp=4", Strategy::kZero2, ShardLayout::kPadded,
-             false, 4},
-        Case{"Zero1PaddedFourMicrobatches", "dp=4", Strategy::kZero1, ShardLayout::kPadded,
-             false, 4},
-        Case{"Zero1UnpaddedOneMicrobatch", "dp=4", Strategy::kZero1, ShardLayout::kUnpadded,
-             false, 1},
-        Case{"NoShardFourMicrobatches", "dp=4", Strategy::kNoShard, ShardLayout::kPadded, false,
+        Case{"Zero2TensorAtomicFourMicrobatches", "dp=4", Strategy::kZero2, ShardLayout::kPadded,
+             true, 4},
+        Case{"Zero2PaddedFourMicrobatches", "dp=4", Strategy::kZero2, ShardLayout::kPadded, false,
              4},
+        Case{"Zero1PaddedFourMicrobatches", "dp=4", Strategy::kZero1, ShardLayout::kPadded, false,
+             4},
+        Case{"Zero1UnpaddedOneMicrobatch", "dp=4", Strategy::kZero1, ShardLayout::kUnpadded, false,
+             1},
+        Case{"NoShardFourMicrobatches", "dp=4", Strategy::kNoShard, ShardLayout::kPadded, false, 4},
         Case{"HsdpTwoByTwoFourMicrobatches", "outer=2,inner=2", Strategy::kHsdp,
              ShardLayout::kPadded, false, 4},
-        Case{"HsdpTwoByTwoOneMicrobatch", "outer=2,inner=2", Strategy::kHsdp,
-             ShardLayout::kPadded, false, 1},
+        Case{"HsdpTwoByTwoOneMicrobatch", "outer=2,inner=2", Strategy::kHsdp, ShardLayout::kPadded,
+             false, 1},
         Case{"HfsdpTwoByTwoFourMicrobatches", "outer=2,inner=2", Strategy::kHfsdp,
              ShardLayout::kPadded, false, 4},
         Case{"HfsdpTwoByTwoOneMicrobatchPrefetchTwo", "outer=2,inner=2", Strategy::kHfsdp,
              ShardLayout::kPadded, false, 1, 2},
         Case{"Zero3PrefetchNone", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 4, 0},
         Case{"Zero3PrefetchTwo", "dp=4", Strategy::kZero3, ShardLayout::kUnpadded, false, 1, 2},
-        Case{"Zero3GradScaleHalfSgd", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 4,
-             1, 0.5, OptimizerKind::kSgd},
-        Case{"HsdpGradScaleTwoMomentum", "outer=2,inner=2", Strategy::kHsdp,
-             ShardLayout::kPadded, false, 4, 1, 2.0, OptimizerKind::kSgdMomentum},
-        Case{"Zero3RecomputeUnifiedStreams", "dp=4", Strategy::kZero3, ShardLayout::kPadded,
-             false, 2, 1, 1.0, OptimizerKind::kAdam, /*recompute=*/true,
+        Case{"Zero3GradScaleHalfSgd", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 4, 1,
+             0.5, OptimizerKind::kSgd},
+        Case{"HsdpGradScaleTwoMomentum", "outer=2,inner=2", Strategy::kHsdp, ShardLayout::kPadded,
+             false, 4, 1, 2.0, OptimizerKind::kSgdMomentum},
+        Case{"Zero3RecomputeUnifiedStreams", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false,
+             2, 1, 1.0, OptimizerKind::kAdam, /*recompute=*/true,
              /*unified_streams=*/true},
         // The Llama network: every strategy, both row layouts, TensorAtomic and recomputation.
-        Case{"LlamaZero3Padded", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 1, 1,
-             1.0, OptimizerKind::kAdam, false, false, /*llama=*/true},
-        Case{"LlamaZero3UnpaddedTwoMicrobatches", "dp=4", Strategy::kZero3,
-             ShardLayout::kUnpadded, false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, true},
+        Case{"LlamaZero3Padded", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 1, 1, 1.0,
+             OptimizerKind::kAdam, false, false, /*llama=*/true},
+        Case{"LlamaZero3UnpaddedTwoMicrobatches", "dp=4", Strategy::kZero3, ShardLayout::kUnpadded,
+             false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, true},
         Case{"LlamaZero3Recompute", "dp=4", Strategy::kZero3, ShardLayout::kPadded, false, 2, 1,
              1.0, OptimizerKind::kAdam, /*recompute=*/true, false, true},
-        Case{"LlamaZero2TensorAtomic", "dp=4", Strategy::kZero2, ShardLayout::kPadded, true, 2,
-             1, 1.0, OptimizerKind::kAdam, false, false, true},
+        Case{"LlamaZero2TensorAtomic", "dp=4", Strategy::kZero2, ShardLayout::kPadded, true, 2, 1,
+             1.0, OptimizerKind::kAdam, false, false, true},
         Case{"LlamaZero1Unpadded", "dp=4", Strategy::kZero1, ShardLayout::kUnpadded, false, 1, 1,
              1.0, OptimizerKind::kAdam, false, false, true},
-        Case{"LlamaNoShardRecompute", "dp=4", Strategy::kNoShard, ShardLayout::kPadded, false, 1,
-             1, 1.0, OptimizerKind::kAdam, true, false, true},
-        Case{"LlamaHsdpTwoByTwoRecompute", "outer=2,inner=2", Strategy::kHsdp,
-             ShardLayout::kPadded, false, 2, 1, 1.0, OptimizerKind::kAdam, true, false, true},
-        Case{"LlamaHfsdpTwoByTwo", "outer=2,inner=2", Strategy::kHfsdp, ShardLayout::kPadded,
-             false, 1, 1, 1.0, OptimizerKind::kAdam, false, false, true}),
+        Case{"LlamaNoShardRecompute", "dp=4", Strategy::kNoShard, ShardLayout::kPadded, false, 1, 1,
+             1.0, OptimizerKind::kAdam, true, false, true},
+        Case{"LlamaHsdpTwoByTwoRecompute", "outer=2,inner=2", Strategy::kHsdp, ShardLayout::kPadded,
+             false, 2, 1, 1.0, OptimizerKind::kAdam, true, false, true},
+        Case{"LlamaHfsdpTwoByTwo", "outer=2,inner=2", Strategy::kHfsdp, ShardLayout::kPadded, false,
+             1, 1, 1.0, OptimizerKind::kAdam, false, false, true},
+        // Tensor parallelism beside FSDP (issue 19): FSDP over dp of each tp rank's slices, the
+        // tp axis inner or outer, recomputation repeating the forward's collectives, ZeRO-1 and
+        // TensorAtomic layouts of the slices, replicas with momentum and a grad scale.
+        Case{"TensorParallelDp2Tp2Zero3", "dp=2,tp=2", Strategy::kZero3, ShardLayout::kPadded,
+             false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, false, /*tp_llama=*/true},
+        Case{"TensorParallelTpOuterRecompute", "tp=2,dp=2", Strategy::kZero3,
+             ShardLayout::kUnpadded, false, 2, 1, 1.0, OptimizerKind::kAdam, true, false, false,
+             true},
+        Case{"TensorParallelZero1TensorAtomic", "dp=2,tp=2", Strategy::kZero1, ShardLayout::kPadded,
+             true, 1, 2, 1.0, OptimizerKind::kAdam, false, false, false, true},
+        Case{"TensorParallelNoShardGradScaleMomentum", "dp=2,tp=2", Strategy::kNoShard,
+             ShardLayout::kPadded, false, 2, 1, 0.5, OptimizerKind::kSgdMomentum, false, false,
+             false, true}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+
+// The executor checks every collective the decoder issues inside a unit against the schedule's
+// activation collective ops: a decoder that computes on other shapes than the schedule's (here
+// one sample per microbatch where the schedule was built for two) stops the step with both.
+TEST(ExecutorTest, DecoderCollectivesThatDifferFromTheScheduleEndTheStep) {
+  TrainSpec spec = tiny_spec();
+  spec.mesh = parse_device_mesh("dp=2,tp=2").value();
+  spec.model = testing::tiny_tp_llama(spec.model, spec.mesh);
+  const TrainSetup setup = prepare_training(spec).value();
+  TrainSpec other = spec;
+  other.model.micro_batch_size = 1;
+  const auto outcomes = cpu::run_ranks_in_process(setup, other, {});
+  const Error* e = first_failure(outcomes);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message().find("the schedule lists all-reduce embedding.out of unit "
+                              "'embedding' (64 elements); the decoder issued all-reduce "
+                              "embedding.out (32 elements)"),
+            std::string::npos)
+      << e->message();
+}
 
 TEST(ExecutorTest, LossFalls) {
   TrainSpec spec = tiny_spec();

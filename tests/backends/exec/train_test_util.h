@@ -36,4 +36,19 @@ inline backend::DecoderConfig tiny_train_llama(const backend::DecoderConfig& bas
       .value();
 }
 
+// The Llama network tp = 2 splits (backend::testing::tiny_tp_llama_arch; ffn 16, an odd
+// vocabulary so the last tp rank's slice holds a padding row), keeping the data sizes and seed
+// of `base`, split for the tp axis of `mesh`.
+inline backend::DecoderConfig tiny_tp_llama(const backend::DecoderConfig& base,
+                                            const DeviceMesh& mesh) {
+  HubArch a = backend::testing::tiny_tp_llama_arch();
+  a.vocab = base.vocab - 1;
+  a.intermediate = 16;
+  backend::DecoderConfig c = backend::decoder_config_of_arch(a, "tiny-tp-llama", base.seq_len,
+                                                             base.micro_batch_size, base.seed)
+                                 .value();
+  c.tp = tensor_parallel_size(mesh);
+  return c;
+}
+
 }  // namespace fsdp::exec::testing

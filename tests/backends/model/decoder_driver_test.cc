@@ -163,6 +163,41 @@ class ForwardingKernels final : public DecoderKernels {
       inner_->softmax_cross_entropy_backward(rows, v, t, p, dz);
     }
   }
+  void embedding_slice_forward(const std::int32_t* t, std::int64_t rows, std::int64_t h,
+                               std::int64_t first, std::int64_t n, const float* table,
+                               float* out) override {
+    if (next()) {
+      inner_->embedding_slice_forward(t, rows, h, first, n, table, out);
+    }
+  }
+  void embedding_slice_backward(const std::int32_t* t, std::int64_t rows, std::int64_t h,
+                                std::int64_t first, std::int64_t n, const float* dout,
+                                float* dtable) override {
+    if (next()) {
+      inner_->embedding_slice_backward(t, rows, h, first, n, dout, dtable);
+    }
+  }
+  void vocab_parallel_stats(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                            std::int64_t first, const std::int32_t* t, const float* z,
+                            float* stats) override {
+    if (next()) {
+      inner_->vocab_parallel_stats(rows, cols, valid, first, t, z, stats);
+    }
+  }
+  void vocab_parallel_softmax(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                              std::int64_t members, const float* all, const float* z, float* p,
+                              double* loss) override {
+    if (next()) {
+      inner_->vocab_parallel_softmax(rows, cols, valid, members, all, z, p, loss);
+    }
+  }
+  void vocab_parallel_backward(std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                               std::int64_t first, const std::int32_t* t, const float* p,
+                               float* dz) override {
+    if (next()) {
+      inner_->vocab_parallel_backward(rows, cols, valid, first, t, p, dz);
+    }
+  }
 
  private:
   // Counts the call; false once the set has failed (the injected call fails it).

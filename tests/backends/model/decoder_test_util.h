@@ -52,6 +52,21 @@ inline HubArch tiny_llama_arch(bool biases) {
   return a;
 }
 
+// A tiny Llama architecture that tp = 2 splits: 4 heads over 2 kv heads of size 2 (hidden 8),
+// o_proj and MLP biases (whole tensors beside split ones), no q/k/v biases (the k_proj bias's
+// gradient is zero up to rounding: softmax ignores a shift shared by every key, so Adam's steps
+// of its rounding noise differ when a tensor-parallel sum rounds differently).
+inline HubArch tiny_tp_llama_arch() {
+  HubArch a = tiny_llama_arch(/*biases=*/false);
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.qk_head_dim = 2;
+  a.v_head_dim = 2;
+  a.o_bias = true;
+  a.mlp_bias = true;
+  return a;
+}
+
 // tiny_llama_arch as a config of 2 samples of 5 tokens.
 inline DecoderConfig tiny_llama_config(bool biases = false) {
   auto c = decoder_config_of_arch(tiny_llama_arch(biases), "tiny-llama", /*seq_len=*/5,

@@ -96,6 +96,11 @@ TEST(StrategyTest, ParallelAxesAroundTheRecipe) {
                 .error()
                 .message(),
             "hsdp needs a 2-axis dp mesh, got the 1-axis mesh dp=8,tp=8 (besides tp)");
+  EXPECT_EQ(make_strategy_placements(Strategy::kZero3, parse_device_mesh("tp=8").value(), false)
+                .error()
+                .message(),
+            "zero3 needs a 1-axis dp mesh, got the 0-axis mesh tp=8 (besides tp); for no data "
+            "parallelism add dp=1 (dp=1,tp=8)");
 }
 
 TEST(StrategyTest, ParseAndToString) {

@@ -145,6 +145,9 @@ TEST(HubArchTest, BadOverridesNameTheOption) {
   o.heads = 3;  // 4096 % 3 != 0
   expect_error(o, "--heads: expected heads that divide the hidden size 4096, got 3");
   o = {};
+  o.hidden = 48;  // the config's 32 heads do not divide it
+  expect_error(o, "--hidden: expected a multiple of the config's 32 heads, got 48");
+  o = {};
   o.kv_heads = 5;
   expect_error(o, "--kv-heads: expected a divisor of the number of heads 32, got 5");
   o = {};

@@ -100,7 +100,16 @@ TEST(ModelSplitTest, TensorParallelCollectivesPerSite) {
   EXPECT_EQ(c[2].pass, CollectivePass::kBackward);
   EXPECT_EQ(c[3].site, "attention.in_grad");
   EXPECT_EQ(local.units().front().work().collectives.size(), 1u);  // embedding.out
-  EXPECT_EQ(local.units().back().work().collectives.size(), 1u);   // head.in_grad
+  // The head: the vocabulary-parallel cross entropy's all-gather of 3 values per token
+  // (forward), then head.in_grad (backward).
+  const std::vector<ActivationCollective>& head = local.units().back().work().collectives;
+  ASSERT_EQ(head.size(), 2u);
+  EXPECT_EQ(head[0].site, "head.loss_stats");
+  EXPECT_EQ(head[0].kind, ActivationCollectiveKind::kAllGather);
+  EXPECT_EQ(head[0].pass, CollectivePass::kForward);
+  EXPECT_EQ(head[0].elements_per_token, 3);
+  EXPECT_EQ(head[0].token_divisor, 1);
+  EXPECT_EQ(head[1].site, "head.in_grad");
   // Layer activations without sequence parallelism: the hidden-sized tensors stay whole.
   const Model whole = load_model_preset("llama-3-70b").value();
   EXPECT_GT(local.units()[1].activations().stored * 8, whole.units()[1].activations().stored);

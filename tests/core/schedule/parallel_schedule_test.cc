@@ -95,16 +95,20 @@ TEST(ParallelScheduleTest, SequenceParallelGathersAndScatters) {
   EXPECT_EQ(activation_ops(s, 1, OpKind::kAllReduce).ops, 0);
   const Counted ag = activation_ops(s, 1, OpKind::kAllGather);
   const Counted rs = activation_ops(s, 1, OpKind::kReduceScatter);
-  // Per microbatch and layer: AG 2 forward + 4 backward, RS 2 + 2; head AG 1 + 1, RS 0 + 1;
-  // embedding RS 1 forward, AG 1 backward.
-  EXPECT_EQ(ag.forward, 2 * (2 * 2 + 1));
+  // Per microbatch and layer: AG 2 forward + 4 backward, RS 2 + 2; head AG 2 (its input and the
+  // cross entropy's stats) + 1, RS 0 + 1; embedding RS 1 forward, AG 1 backward.
+  EXPECT_EQ(ag.forward, 2 * (2 * 2 + 2));
   EXPECT_EQ(ag.backward, 2 * (2 * 4 + 1 + 1));
   EXPECT_EQ(rs.forward, 2 * (2 * 2 + 1));
   EXPECT_EQ(rs.backward, 2 * (2 * 2 + 1));
-  // Each member contributes its 1/tp of the tokens.
+  // Each member contributes its 1/tp of the tokens; the cross entropy's stats are 3 values for
+  // every token.
   for (const Op& op : s.programs().front().ops) {
     if (op.kind == OpKind::kAllGather && op.axis == 1) {
-      EXPECT_EQ(op.elements, 128 / 2 * 256);
+      const bool stats =
+          s.activation_of(s.collectives()[static_cast<std::size_t>(op.collective)])->site ==
+          "head.loss_stats";
+      EXPECT_EQ(op.elements, stats ? 128 * 3 : 128 / 2 * 256);
     }
   }
   // Tokens that tp does not divide cannot be sequence-sharded.
