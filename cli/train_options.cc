@@ -71,7 +71,9 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
        "and --vocab shrink it. Default: the small decoder (2 layers, hidden 32, ffn 64, vocab "
        "64; no attention, so no --heads / --kv-heads)")
       ("mesh", po::value(&o->mesh)->default_value("dp=4"),
-       "device mesh, outermost axis first: dp=4 or outer=2,inner=2")
+       "device mesh, outermost axis first: dp=4 or outer=2,inner=2; an axis named tp splits "
+       "the --model network over its ranks, Megatron style (dp=2,tp=2: FSDP over dp of 2-way "
+       "tensor parallelism)")
       ("strategy", po::value(&o->strategy)->default_value("zero3"),
        "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
       ("shard-layout", po::value(&o->shard_layout)->default_value("padded"),

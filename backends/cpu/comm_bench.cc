@@ -108,16 +108,27 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
     }
     std::vector<float> full(static_cast<std::size_t>(per_rank * n), 1.0F);
     std::vector<float> part(static_cast<std::size_t>(per_rank), 1.0F);
-    for (OpKind kind : {OpKind::kAllGather, OpKind::kReduceScatter}) {
+    // All-to-all: every block of this rank's send holds rank + 1 (exact), so block k of the
+    // receive must hold k + 1.
+    const std::vector<float> a2a_send(full.size(), static_cast<float>(session.rank() + 1));
+    std::vector<float> a2a_recv(full.size(), 0.0F);
+    for (OpKind kind : {OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAllToAll}) {
       const bool gather = kind == OpKind::kAllGather;
       auto backend_call = [&]() -> Status {
+        if (kind == OpKind::kAllToAll) {
+          return comm.all_to_all(StreamKind::kAllGather, DType::kFp32, a2a_send.data(), per_rank,
+                                 a2a_recv.data());
+        }
         return gather ? comm.all_gather_v(StreamKind::kAllGather, DType::kFp32, part.data(),
                                           counts, full.data())
                       : comm.reduce_scatter_v(StreamKind::kAllGather, DType::kFp32,
                                               full.data(), counts, part.data());
       };
       auto plain_call = [&] {
-        if (gather) {
+        if (kind == OpKind::kAllToAll) {
+          MPI_Alltoall(a2a_send.data(), icounts[0], MPI_FLOAT, a2a_recv.data(), icounts[0],
+                       MPI_FLOAT, plain);
+        } else if (gather) {
           MPI_Allgatherv(part.data(), icounts[0], MPI_FLOAT, full.data(), icounts.data(),
                          displs.data(), MPI_FLOAT, plain);
         } else {
@@ -164,12 +175,26 @@ Expected<std::vector<CommBenchRow>> bench_collectives(const MpiSession& session,
       }
       // Both sides computed the same thing from all-ones inputs: the gather is all ones, the
       // reduce-scatter n everywhere (exact in fp32).
-      const std::vector<float>& out = gather ? full : part;
-      const float want = gather ? 1.0F : static_cast<float>(n);
-      if (std::any_of(out.begin(), out.end(), [&](float v) { return v != want; })) {
-        return Error(ErrorCode::kInternal,
-                     str_cat(to_string(kind), " of ", bytes, " bytes gave a wrong result on rank ",
-                             session.rank(), "; expected every element ", want));
+      if (kind == OpKind::kAllToAll) {
+        for (std::size_t i = 0; i < a2a_recv.size(); ++i) {
+          const auto want = static_cast<float>(static_cast<std::int64_t>(i) / per_rank + 1);
+          if (a2a_recv[i] != want) {
+            return Error(
+                ErrorCode::kInternal,
+                str_cat("all-to-all of ", bytes, " bytes gave a wrong result on rank ",
+                        session.rank(), ": element ", i, " is ", a2a_recv[i], "; expected ", want,
+                        " (the block of rank ", static_cast<std::int64_t>(i) / per_rank, ")"));
+          }
+        }
+      } else {
+        const std::vector<float>& out = gather ? full : part;
+        const float want = gather ? 1.0F : static_cast<float>(n);
+        if (std::any_of(out.begin(), out.end(), [&](float v) { return v != want; })) {
+          return Error(
+              ErrorCode::kInternal,
+              str_cat(to_string(kind), " of ", bytes, " bytes gave a wrong result on rank ",
+                      session.rank(), "; expected every element ", want));
+        }
       }
       CommBenchRow row;
       row.kind = kind;

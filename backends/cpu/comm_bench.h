@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Collective benchmark of the CPU backend under mpirun: per message size, the bus bandwidth of
-// all-gather and reduce-scatter issued through the backend (a CpuDevice stream task calling the
-// MPI Communicator, as the executor does) next to a plain MPI_Allgatherv / MPI_Reduce_scatter loop
-// of the same counts, datatype and op on the main thread. Bus bandwidth uses the nccl-tests factor
+// all-gather, reduce-scatter and all-to-all issued through the backend (a CpuDevice stream task
+// calling the MPI Communicator, as the executor does) next to a plain MPI_Allgatherv /
+// MPI_Reduce_scatter / MPI_Alltoall loop of the same counts, datatype and op on the main thread
+// (the all-to-all's total is every rank's send buffer). Bus bandwidth uses the nccl-tests factor
 // (n - 1) / n over the total bytes.
 #pragma once
 

@@ -181,7 +181,8 @@ Status Channel::validate(std::int64_t member) const {
                            other.counts.size()));
     }
   }
-  if (mine.kind != OpKind::kAllGather && mine.dtype != DType::kFp32) {
+  if (mine.kind != OpKind::kAllGather && mine.kind != OpKind::kAllToAll &&
+      mine.dtype != DType::kFp32) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat("in-process reductions support fp32 only; got ", to_string(mine.dtype)));
   }
@@ -194,6 +195,7 @@ Status Channel::run(std::int64_t member, Slot mine) {
   }
   const char* what = mine.kind == OpKind::kAllGather       ? "all-gather"
                      : mine.kind == OpKind::kReduceScatter ? "reduce-scatter"
+                     : mine.kind == OpKind::kAllToAll      ? "all-to-all"
                                                            : "all-reduce";
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -208,7 +210,13 @@ Status Channel::run(std::int64_t member, Slot mine) {
   const Slot& me = slots_[idx(member)];
   const std::int64_t es = dtype_bytes(me.dtype);
   std::vector<float> reduced;
-  if (me.kind == OpKind::kAllGather) {
+  if (me.kind == OpKind::kAllToAll) {
+    const std::int64_t n = me.counts[0] * es;  // bytes per member
+    for (std::size_t k = 0; k < slots_.size() && n > 0; ++k) {
+      std::memcpy(static_cast<char*>(me.recv) + static_cast<std::int64_t>(k) * n,
+                  static_cast<const char*>(slots_[k].send) + member * n, idx(n));
+    }
+  } else if (me.kind == OpKind::kAllGather) {
     std::int64_t off = 0;
     for (std::size_t k = 0; k < slots_.size(); ++k) {
       auto* dst = static_cast<char*>(me.recv) + off * es;
@@ -276,10 +284,19 @@ class InProcessComm final : public exec::Communicator {
   Status all_reduce(StreamKind stream, DType dtype, void* buf, std::int64_t count) override {
     return post(stream, Slot{OpKind::kAllReduce, dtype, buf, buf, {count}});
   }
+  Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                    void* recv) override {
+    if (count < 0) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("all-to-all on mesh axis '", axis_name_, "' of ", count,
+                           " elements per member; expected >= 0"));
+    }
+    return post(stream, Slot{OpKind::kAllToAll, dtype, send, recv, {count}});
+  }
 
  private:
   Status post(StreamKind stream, Slot slot) {
-    if (slot.kind != OpKind::kAllReduce &&
+    if (slot.kind != OpKind::kAllReduce && slot.kind != OpKind::kAllToAll &&
         static_cast<std::int64_t>(slot.counts.size()) != size_) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("collective on mesh axis '", axis_name_, "' has ", slot.counts.size(),

@@ -433,6 +433,21 @@ class MpiComm final : public exec::Communicator {
                                  comm(stream));
     return rc == MPI_SUCCESS ? ok_status() : Status(mpi_error(rc, "MPI_Allreduce"));
   }
+  Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                    void* recv) override {
+    FSDP_RETURN_IF_ERROR(check(dtype, std::span<const std::int64_t>()));
+    if (count < 0 || count > INT_MAX / std::max<std::int64_t>(size_, 1)) {
+      return Error(
+          ErrorCode::kOutOfRange,
+          str_cat("all-to-all on mesh axis '", axis_name_, "' of ", count,
+                  " elements per member; MPI counts are int, in [0, ",
+                  INT_MAX / std::max<std::int64_t>(size_, 1), "] for ", size_, " members"));
+    }
+    Guard g(this, stream, "all-to-all");
+    const int rc = MPI_Alltoall(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                static_cast<int>(count), MPI_FLOAT, comm(stream));
+    return rc == MPI_SUCCESS ? ok_status() : Status(mpi_error(rc, "MPI_Alltoall"));
+  }
 
  private:
   // MPI's int counts and displacements of one stream's current call.

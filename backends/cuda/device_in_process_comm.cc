@@ -75,6 +75,11 @@ class DeviceComm final : public exec::Communicator {
     const std::array<std::int64_t, 1> counts = {count};
     return run(stream, OpKind::kAllReduce, dtype, buf, counts, buf);
   }
+  Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                    void* recv) override {
+    const std::array<std::int64_t, 1> counts = {count};
+    return run(stream, OpKind::kAllToAll, dtype, send, counts, recv);
+  }
 
  private:
   // The host world's all-gather of one Post per member (also the barrier).
@@ -112,6 +117,18 @@ class DeviceComm final : public exec::Communicator {
   Status share(cudaStream_t s, const Post& me, std::span<const std::int64_t> counts,
                const std::vector<Post>& all, DeviceBuffer& scratch) const {
     const std::int64_t es = dtype_bytes(me.dtype);
+    if (me.kind == OpKind::kAllToAll) {  // block rank() of every member's send
+      const std::int64_t n = counts[0] * es;
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        if (n > 0) {
+          FSDP_CUDA_TRY(
+              cudaMemcpyAsync(static_cast<char*>(me.recv) + static_cast<std::int64_t>(k) * n,
+                              static_cast<const char*>(all[k].send) + rank() * n, idx(n),
+                              cudaMemcpyDeviceToDevice, s));
+        }
+      }
+      return ok_status();
+    }
     if (me.kind == OpKind::kAllGather) {
       std::int64_t off = 0;
       for (std::size_t k = 0; k < all.size(); ++k) {
@@ -146,13 +163,14 @@ class DeviceComm final : public exec::Communicator {
 
   Status run(StreamKind stream, OpKind kind, DType dtype, const void* send,
              std::span<const std::int64_t> counts, void* recv) {
-    if (kind != OpKind::kAllReduce && static_cast<std::int64_t>(counts.size()) != size()) {
+    if (kind != OpKind::kAllReduce && kind != OpKind::kAllToAll &&
+        static_cast<std::int64_t>(counts.size()) != size()) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("collective on mesh axis '", axis_name(), "' has ", counts.size(),
                            " counts; the axis has ", size(), " members"));
     }
     if (std::any_of(counts.begin(), counts.end(), [](std::int64_t c) { return c < 0; }) ||
-        (kind != OpKind::kAllGather && dtype != DType::kFp32)) {
+        (kind != OpKind::kAllGather && kind != OpKind::kAllToAll && dtype != DType::kFp32)) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("device in-process ", to_string(kind), " on mesh axis '", axis_name(),
                            "': negative count, or a reduction of ", to_string(dtype),

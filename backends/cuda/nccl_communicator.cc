@@ -365,6 +365,35 @@ Status NcclCommunicator::all_reduce(StreamKind kind, DType dtype, void* buf, std
                         comm, "ncclAllReduce");
 }
 
+Status NcclCommunicator::all_to_all(StreamKind kind, DType dtype, const void* send,
+                                    std::int64_t count, void* recv) {
+  if (count < 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("nccl all-to-all on mesh axis '", axis_name_, "': count ", count));
+  }
+  FSDP_RETURN_IF_ERROR(device_->make_current());
+  if (count == 0) {
+    return ok_status();
+  }
+  ncclComm_t comm = comms_->comm[static_cast<std::size_t>(kind)];
+  cudaStream_t stream = device_->stream(kind);
+  const std::int64_t bytes = count * dtype_bytes(dtype);
+  FSDP_NCCL_TRY(comm, ncclGroupStart());
+  ncclResult_t first = ncclSuccess;
+  for (int k = 0; k < size_ && first == ncclSuccess; ++k) {
+    first =
+        ncclSend(static_cast<const char*>(send) + k * bytes, idx(bytes), ncclInt8, k, comm, stream);
+    if (first == ncclSuccess) {
+      first = ncclRecv(static_cast<char*>(recv) + k * bytes, idx(bytes), ncclInt8, k, comm, stream);
+    }
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (first != ncclSuccess && first != ncclInProgress) {
+    return nccl_error(first, comm, "ncclSend/ncclRecv", __FILE__, __LINE__);
+  }
+  return comms_->issued(end, comm, "ncclGroupEnd (grouped ncclSend/ncclRecv)");
+}
+
 // --- bootstrap (MPI or store) --------------------------------------------------------------------
 namespace {
 

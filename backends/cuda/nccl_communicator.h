@@ -90,6 +90,9 @@ class NcclCommunicator final : public exec::Communicator {
   Status reduce_scatter_v(StreamKind stream, DType dtype, const void* send,
                           std::span<const std::int64_t> counts, void* recv) override;
   Status all_reduce(StreamKind stream, DType dtype, void* buf, std::int64_t count) override;
+  // Grouped ncclSend / ncclRecv with every member (NCCL has no all-to-all call of its own).
+  Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                    void* recv) override;
 
   // ncclCommAbort of every stream's communicator: pending and later collectives of this member
   // fail instead of hanging.

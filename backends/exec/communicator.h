@@ -39,6 +39,11 @@ class Communicator {
                                   std::span<const std::int64_t> counts, void* recv) = 0;
   // buf (count elements) = Σ over members of buf, in place.
   virtual Status all_reduce(StreamKind stream, DType dtype, void* buf, std::int64_t count) = 0;
+  // The exchange of an expert-parallel MoE layer's tokens (docs/design/parallelism.md): send and
+  // recv hold size() x count elements; recv[k x count ..) = member k's send[rank() x count ..).
+  // send and recv must not overlap.
+  virtual Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                            void* recv) = 0;
 };
 
 // The communicators of one rank, one per mesh axis (index = mesh axis).

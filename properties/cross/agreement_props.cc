@@ -72,6 +72,12 @@ class CountingCommunicator final : public exec::Communicator {
     log(stream, OpKind::kAllReduce, count * dtype_bytes(dtype));
     return inner_->all_reduce(stream, dtype, buf, count);
   }
+  // The IR counts an all-to-all by its member's whole send buffer.
+  Status all_to_all(StreamKind stream, DType dtype, const void* send, std::int64_t count,
+                    void* recv) override {
+    log(stream, OpKind::kAllToAll, count * size() * dtype_bytes(dtype));
+    return inner_->all_to_all(stream, dtype, send, count, recv);
+  }
 
  private:
   std::int64_t own(std::span<const std::int64_t> counts) const {

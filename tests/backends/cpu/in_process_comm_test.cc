@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// In-process collectives: uneven all-gather and reduce-scatter, all-reduce, axis groups of a 2-D
-// mesh, mismatches and timeouts.
+// In-process collectives: uneven all-gather and reduce-scatter, all-reduce, all-to-all, axis groups
+// of a 2-D mesh, mismatches and timeouts.
 #include "backends/cpu/in_process_comm.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +72,30 @@ TEST(InProcessCommTest, AllReduceStaysInsideTheAxisGroup) {
             });
   EXPECT_EQ(inner, (std::vector<float>{1, 1, 5, 5}));
   EXPECT_EQ(outer, (std::vector<float>{2, 4, 2, 4}));
+}
+
+// Member r sends block k (2 values) to member k; block r of every member lands in member r's
+// recv in member order, on each inner group of a 2-D mesh separately.
+TEST(InProcessCommTest, AllToAllTransposesTheBlocksInsideTheAxisGroup) {
+  std::vector<std::vector<float>> got(4);
+  run_ranks(
+      "outer=2,inner=2", std::chrono::seconds(10), [&](std::int64_t r, exec::CommunicatorSet& c) {
+        std::vector<float> send;
+        for (std::int64_t k = 0; k < 2; ++k) {
+          send.push_back(static_cast<float>(10 * r + k));
+          send.push_back(static_cast<float>(100 * r + k));
+        }
+        std::vector<float> recv(4, -1.0F);
+        ASSERT_TRUE(c.axis(1)
+                        .all_to_all(StreamKind::kCompute, DType::kFp32, send.data(), 2, recv.data())
+                        .has_value());
+        got[static_cast<std::size_t>(r)] = recv;
+      });
+  // Rank 1 (inner member 1 of group {0, 1}) gets block 1 of rank 0, then of itself.
+  EXPECT_EQ(got[0], (std::vector<float>{0, 0, 10, 100}));
+  EXPECT_EQ(got[1], (std::vector<float>{1, 1, 11, 101}));
+  EXPECT_EQ(got[2], (std::vector<float>{20, 200, 30, 300}));
+  EXPECT_EQ(got[3], (std::vector<float>{21, 201, 31, 301}));
 }
 
 TEST(InProcessCommTest, MismatchedCollectivesFailOnEveryMember) {

@@ -27,17 +27,17 @@ float value(std::int64_t r, std::int64_t j) {
   return 0.1F * static_cast<float>(r + 1) + 0.001F * static_cast<float>(j);
 }
 
-void check_world(const std::vector<std::int64_t>& counts) {
-  const auto w = static_cast<std::int64_t>(counts.size());
-  auto mesh = DeviceMesh::make({{"dp", w}});
+// Runs fn(rank, device, comms) for each of `w` ranks on its own thread, each with a CudaDevice on
+// GPU 0 and the device in-process communicators of a 1-axis mesh `axis`=w; errors[r] is rank r's
+// failure to start (fn reports its own).
+template <typename Fn>
+void run_gpu_ranks(const std::string& axis, std::int64_t w, std::vector<std::string>& errors,
+                   const Fn& fn) {
+  auto mesh = DeviceMesh::make({{axis, w}});
   ASSERT_TRUE(mesh.has_value()) << mesh.error().message();
   auto world = DeviceInProcessWorld::make(*mesh, std::chrono::seconds(30));
   ASSERT_TRUE(world.has_value());
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  std::vector<std::vector<float>> gathered(counts.size());
-  std::vector<std::vector<float>> scattered(counts.size());
-  std::vector<std::vector<float>> reduced(counts.size());
-  std::vector<std::string> errors(counts.size());
+  errors.assign(static_cast<std::size_t>(w), "");
   std::vector<std::thread> threads;
   for (std::int64_t r = 0; r < w; ++r) {
     threads.emplace_back([&, r] {
@@ -48,40 +48,55 @@ void check_world(const std::vector<std::int64_t>& counts) {
         return;
       }
       auto comms = (*world)->communicators(r, dev->get());
-      std::int64_t off = 0;
-      for (std::int64_t k = 0; k < r; ++k) off += counts[static_cast<std::size_t>(k)];
-      std::vector<float> shard(static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
-      std::vector<float> full(static_cast<std::size_t>(total));
-      for (std::size_t j = 0; j < shard.size(); ++j) shard[j] = value(r, off + static_cast<std::int64_t>(j));
-      for (std::size_t j = 0; j < full.size(); ++j) full[j] = value(r, static_cast<std::int64_t>(j));
-      DeviceVector<float> d_shard(shard);
-      DeviceVector<float> d_gather(static_cast<std::size_t>(total));
-      DeviceVector<float> d_full(full);
-      DeviceVector<float> d_out(shard.size());
-      DeviceVector<float> d_ar(full);
-      exec::Communicator& c = comms->axis(0);
-      Status s = c.all_gather_v(StreamKind::kAllGather, DType::kFp32, d_shard.get(), counts,
-                                d_gather.get());
-      if (s.ok()) {
-        s = c.reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, d_full.get(), counts,
-                               d_out.get());
-      }
-      if (s.ok()) {
-        s = c.all_reduce(StreamKind::kCompute, DType::kFp32, d_ar.get(), total);
-      }
-      if (s.ok()) {
-        s = (*dev)->synchronize();
-      }
-      if (!s.ok()) {
-        errors[static_cast<std::size_t>(r)] = s.error().message();
-        return;
-      }
-      gathered[static_cast<std::size_t>(r)] = d_gather.download();
-      scattered[static_cast<std::size_t>(r)] = d_out.download();
-      reduced[static_cast<std::size_t>(r)] = d_ar.download();
+      fn(r, **dev, *comms);
     });
   }
   for (std::thread& t : threads) t.join();
+}
+
+void check_world(const std::vector<std::int64_t>& counts) {
+  const auto w = static_cast<std::int64_t>(counts.size());
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  std::vector<std::vector<float>> gathered(counts.size());
+  std::vector<std::vector<float>> scattered(counts.size());
+  std::vector<std::vector<float>> reduced(counts.size());
+  std::vector<std::string> errors;
+  run_gpu_ranks(
+      "dp", w, errors, [&](std::int64_t r, CudaDevice& dev, exec::CommunicatorSet& comms) {
+        std::int64_t off = 0;
+        for (std::int64_t k = 0; k < r; ++k) off += counts[static_cast<std::size_t>(k)];
+        std::vector<float> shard(static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
+        std::vector<float> full(static_cast<std::size_t>(total));
+        for (std::size_t j = 0; j < shard.size(); ++j)
+          shard[j] = value(r, off + static_cast<std::int64_t>(j));
+        for (std::size_t j = 0; j < full.size(); ++j)
+          full[j] = value(r, static_cast<std::int64_t>(j));
+        DeviceVector<float> d_shard(shard);
+        DeviceVector<float> d_gather(static_cast<std::size_t>(total));
+        DeviceVector<float> d_full(full);
+        DeviceVector<float> d_out(shard.size());
+        DeviceVector<float> d_ar(full);
+        exec::Communicator& c = comms.axis(0);
+        Status s = c.all_gather_v(StreamKind::kAllGather, DType::kFp32, d_shard.get(), counts,
+                                  d_gather.get());
+        if (s.ok()) {
+          s = c.reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, d_full.get(), counts,
+                                 d_out.get());
+        }
+        if (s.ok()) {
+          s = c.all_reduce(StreamKind::kCompute, DType::kFp32, d_ar.get(), total);
+        }
+        if (s.ok()) {
+          s = dev.synchronize();
+        }
+        if (!s.ok()) {
+          errors[static_cast<std::size_t>(r)] = s.error().message();
+          return;
+        }
+        gathered[static_cast<std::size_t>(r)] = d_gather.download();
+        scattered[static_cast<std::size_t>(r)] = d_out.download();
+        reduced[static_cast<std::size_t>(r)] = d_ar.download();
+      });
   for (const std::string& e : errors) ASSERT_TRUE(e.empty()) << e;
   // Host reference: the same sums in member order.
   std::vector<float> sum(static_cast<std::size_t>(total), 0.0F);
@@ -104,6 +119,46 @@ void check_world(const std::vector<std::int64_t>& counts) {
     }
     off += counts[ur];
   }
+}
+
+// Member r's block k is value(r, k * count + j); member r receives block r of every member.
+void check_all_to_all(std::int64_t w, std::int64_t count) {
+  std::vector<std::vector<float>> got(static_cast<std::size_t>(w));
+  std::vector<std::string> errors;
+  run_gpu_ranks("ep", w, errors,
+                [&](std::int64_t r, CudaDevice& dev, exec::CommunicatorSet& comms) {
+                  std::vector<float> send(static_cast<std::size_t>(w * count));
+                  for (std::size_t j = 0; j < send.size(); ++j) {
+                    send[j] = value(r, static_cast<std::int64_t>(j));
+                  }
+                  DeviceVector<float> d_send(send);
+                  DeviceVector<float> d_recv(send.size());
+                  Status s = comms.axis(0).all_to_all(StreamKind::kCompute, DType::kFp32,
+                                                      d_send.get(), count, d_recv.get());
+                  if (s.ok())
+                    s = dev.synchronize();
+                  if (!s.ok()) {
+                    errors[static_cast<std::size_t>(r)] = s.error().message();
+                    return;
+                  }
+                  got[static_cast<std::size_t>(r)] = d_recv.download();
+                });
+  for (const std::string& e : errors) ASSERT_TRUE(e.empty()) << e;
+  for (std::int64_t r = 0; r < w; ++r) {
+    for (std::int64_t k = 0; k < w; ++k) {
+      for (std::int64_t j = 0; j < count; ++j) {
+        ASSERT_EQ(got[static_cast<std::size_t>(r)][static_cast<std::size_t>(k * count + j)],
+                  value(k, r * count + j))
+            << "rank " << r << " block " << k;
+      }
+    }
+  }
+}
+
+TEST(DeviceInProcessCommTest, AllToAllTransposesTheBlocks) {
+  FSDP_SKIP_WITHOUT_GPU();
+  check_all_to_all(3, 5);
+  check_all_to_all(2, 0);
 }
 
 TEST(DeviceInProcessCommTest, UnevenCollectivesMatchTheHostReference) {
@@ -194,6 +249,14 @@ TEST(NcclCommunicatorTest, SingleRankCollectivesAreCopiesAndSums) {
     EXPECT_EQ(recv.download(), x);
     EXPECT_EQ(rs.download(), x);
     EXPECT_EQ(send.download(), x);
+    // All-to-all of one member: grouped send and receive with itself, a copy.
+    DeviceVector<float> a2a(x.size());
+    ASSERT_TRUE((*comm)
+                    ->all_to_all(StreamKind::kCompute, DType::kFp32, send.get(),
+                                 static_cast<std::int64_t>(x.size()), a2a.get())
+                    .ok());
+    ASSERT_TRUE((*dev)->synchronize().ok());
+    EXPECT_EQ(a2a.download(), x);
     const auto bad = (*comm)->all_gather_v(StreamKind::kAllGather, DType::kFp32, send.get(),
                                            std::vector<std::int64_t>{1, 2}, recv.get());
     ASSERT_FALSE(bad.ok());

@@ -5,6 +5,8 @@
 // bit-identical from run to run (no atomics). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -216,6 +218,84 @@ TEST_F(CudaLlamaKernelsTest, AttentionMatchesHost) {
     EXPECT_EQ(dk.device_values(), dk_first) << tag;
     EXPECT_EQ(dq.device_values(), dq_first) << tag;
   }
+}
+
+// Tensor parallelism's vocabulary-parallel kernels (docs/design/parallelism.md): a slice of 300
+// columns of which 257 are real, first column 600, targets inside and outside the slice.
+TEST_F(CudaLlamaKernelsTest, VocabularyParallelKernelsMatchHost) {
+  const std::int64_t rows = 37;
+  const std::int64_t cols = 300;
+  const std::int64_t valid = 257;
+  const std::int64_t first = 600;
+  const std::int64_t members = 2;
+  const std::int64_t hidden = 19;
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    targets[t] = static_cast<std::int32_t>((t * 97) % 1100);  // some in [600, 857), most not
+  }
+  const auto int_bytes = static_cast<std::int64_t>(targets.size() * sizeof(std::int32_t));
+  DeviceArray h_targets = host_->array<std::int32_t>(rows);
+  DeviceArray d_targets = dev_->array<std::int32_t>(rows);
+  host_->upload(h_targets.as<void>(), targets.data(), int_bytes);
+  dev_->upload(d_targets.as<void>(), targets.data(), int_bytes);
+  const auto n = static_cast<std::size_t>(rows * cols);
+  Pair logits = pair(random_vector(n, 21, -8.0F, 8.0F));
+  Pair stats = zeros(static_cast<std::size_t>(rows * 3));
+  // The other member's stats: a larger maximum on some rows, so M comes from either side.
+  std::vector<float> other(static_cast<std::size_t>(rows * 3));
+  for (std::size_t t = 0; t < static_cast<std::size_t>(rows); ++t) {
+    other[3 * t] = t % 2 == 0 ? 9.0F : 1.0F;
+    other[3 * t + 1] = 3.5F;
+    other[3 * t + 2] = t % 3 == 0 ? 0.25F : 0.0F;
+  }
+  Pair all_stats = zeros(static_cast<std::size_t>(members * rows * 3));
+  Pair probs = zeros(n);
+  Pair dlogits = zeros(n);
+  const auto loss_bytes = rows * static_cast<std::int64_t>(sizeof(double));
+  DeviceArray h_loss = host_->array<double>(rows);
+  DeviceArray d_loss = dev_->array<double>(rows);
+  std::vector<float> gathered(static_cast<std::size_t>(members * rows * 3));
+  for (DecoderKernels* k : {host_.get(), dev_.get()}) {
+    const bool h = k == host_.get();
+    const auto* tg = (h ? h_targets : d_targets).as<std::int32_t>();
+    k->vocab_parallel_stats(rows, cols, valid, first, tg, h ? logits.h() : logits.d(),
+                            h ? stats.h() : stats.d());
+    // Member 0 is this slice, member 1 the fixed stats above.
+    k->download(gathered.data(), h ? stats.h() : stats.d(), rows * 3 * 4);
+    std::copy(other.begin(), other.end(), gathered.begin() + rows * 3);
+    k->upload(h ? all_stats.h() : all_stats.d(), gathered.data(),
+              static_cast<std::int64_t>(gathered.size() * sizeof(float)));
+    k->vocab_parallel_softmax(rows, cols, valid, members, h ? all_stats.h() : all_stats.d(),
+                              h ? logits.h() : logits.d(), h ? probs.h() : probs.d(),
+                              (h ? h_loss : d_loss).as<double>());
+    k->vocab_parallel_backward(rows, cols, valid, first, tg, h ? probs.h() : probs.d(),
+                               h ? dlogits.h() : dlogits.d());
+  }
+  expect_close("vocab_parallel_stats", stats);
+  expect_close("vocab_parallel_softmax probs", probs);
+  expect_close("vocab_parallel_backward", dlogits);
+  std::vector<double> host_loss(static_cast<std::size_t>(rows));
+  std::vector<double> gpu_loss(static_cast<std::size_t>(rows));
+  host_->download(host_loss.data(), h_loss.as<void>(), loss_bytes);
+  dev_->download(gpu_loss.data(), d_loss.as<void>(), loss_bytes);
+  for (std::size_t t = 0; t < host_loss.size(); ++t) {
+    EXPECT_NEAR(gpu_loss[t], host_loss[t], 1e-9 * std::max(1.0, std::abs(host_loss[t]))) << t;
+  }
+  // The embedding's slice of rows [600, 900) of a vocabulary the targets index.
+  Pair table = pair(random_vector(static_cast<std::size_t>(cols * hidden), 22));
+  Pair out = zeros(static_cast<std::size_t>(rows * hidden));
+  Pair dout = pair(random_vector(static_cast<std::size_t>(rows * hidden), 23));
+  Pair dtable = zeros(static_cast<std::size_t>(cols * hidden));
+  for (DecoderKernels* k : {host_.get(), dev_.get()}) {
+    const bool h = k == host_.get();
+    const auto* tg = (h ? h_targets : d_targets).as<std::int32_t>();
+    k->embedding_slice_forward(tg, rows, hidden, first, cols, h ? table.h() : table.d(),
+                               h ? out.h() : out.d());
+    k->embedding_slice_backward(tg, rows, hidden, first, cols, h ? dout.h() : dout.d(),
+                                h ? dtable.h() : dtable.d());
+  }
+  expect_close("embedding_slice_forward", out);
+  expect_close("embedding_slice_backward", dtable);
 }
 
 TEST_F(CudaLlamaKernelsTest, AttentionRejectsKvHeadsThatDoNotDivideHeads) {
