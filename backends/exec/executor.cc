@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -64,6 +66,10 @@ struct IssuedCollective {
   OpKind kind = OpKind::kAllReduce;
   std::string site;
   std::int64_t elements = 0;
+  // The device clock around the call: its time where calls complete before returning (the CPU
+  // device; a CUDA communicator only enqueues).
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
 };
 
 // The decoder's tensor-parallel collectives over the tp axis's communicator on the compute
@@ -71,18 +77,22 @@ struct IssuedCollective {
 // executor matches the log against the schedule's activation collective ops (check_issued).
 class AxisSplitComm final : public backend::SplitComm {
  public:
-  explicit AxisSplitComm(Communicator* comm) : comm_(comm) {}
+  AxisSplitComm(Communicator* comm, const Device* device) : comm_(comm), device_(device) {}
   std::int64_t rank() const override { return comm_->rank(); }
   std::int64_t size() const override { return comm_->size(); }
   Status all_reduce(std::string_view site, float* buf, std::int64_t n) override {
-    issued_.push_back({OpKind::kAllReduce, std::string(site), n});
-    return comm_->all_reduce(StreamKind::kCompute, DType::kFp32, buf, n);
+    const std::int64_t start = device_->now_ns();
+    Status s = comm_->all_reduce(StreamKind::kCompute, DType::kFp32, buf, n);
+    issued_.push_back({OpKind::kAllReduce, std::string(site), n, start, device_->now_ns()});
+    return s;
   }
   Status all_gather(std::string_view site, const float* send, std::int64_t n,
                     float* recv) override {
-    issued_.push_back({OpKind::kAllGather, std::string(site), n});
+    const std::int64_t start = device_->now_ns();
     const std::vector<std::int64_t> counts(idx(comm_->size()), n);
-    return comm_->all_gather_v(StreamKind::kCompute, DType::kFp32, send, counts, recv);
+    Status s = comm_->all_gather_v(StreamKind::kCompute, DType::kFp32, send, counts, recv);
+    issued_.push_back({OpKind::kAllGather, std::string(site), n, start, device_->now_ns()});
+    return s;
   }
   // The oldest issued collective not yet matched, removed; false when there is none.
   bool take(IssuedCollective* out) {
@@ -98,6 +108,7 @@ class AxisSplitComm final : public backend::SplitComm {
 
  private:
   Communicator* comm_;
+  const Device* device_;
   std::deque<IssuedCollective> issued_;  // touched by the compute stream's tasks only
 };
 
@@ -122,7 +133,7 @@ class ExecutorImpl final : public Executor {
     FSDP_RETURN_IF_ERROR(locate_params(initial));
     if (const auto tp = schedule_.mesh().axis_index(kTensorParallelAxis);
         tp && schedule_.mesh().axis_size(*tp) > 1) {
-      split_comm_ = std::make_unique<AxisSplitComm>(&comms_->axis(*tp));
+      split_comm_ = std::make_unique<AxisSplitComm>(&comms_->axis(*tp), device_);
       decoder_->set_split_comm(split_comm_.get());
     }
     scale_ = static_cast<float>(schedule_.gradient_scale());
@@ -442,13 +453,34 @@ class ExecutorImpl final : public Executor {
 
   std::vector<OpTiming> op_timeline() const override {
     std::vector<OpTiming> out;
+    // A tensor-parallel collective runs inside its unit's compute op: on a host device its op
+    // reports the call's own interval, and the compute op before it on the compute stream loses
+    // that much time (its end moves earlier), so the durations add up as in the simulator.
+    const std::lock_guard<std::mutex> lock(activation_times_mu_);
+    std::ptrdiff_t last_compute = -1;
     for (const TaskTiming& t : device_->timeline()) {
       if (t.tag.op < 0) {
         continue;
       }
       const Op& op = program_.ops[idx(t.tag.op)];
-      out.push_back(OpTiming{t.tag.step, t.tag.op, t.stream, op.kind,
-                             is_collective(op.kind) ? op.bytes : 0, t.start_ns, t.end_ns});
+      OpTiming timing{
+          t.tag.step, t.tag.op, t.stream, op.kind, is_collective(op.kind) ? op.bytes : 0,
+          t.start_ns, t.end_ns};
+      if (op.kind == OpKind::kForward || op.kind == OpKind::kRecompute ||
+          op.kind == OpKind::kBackward) {
+        last_compute = static_cast<std::ptrdiff_t>(out.size());
+      }
+      if (const auto it = activation_times_.find({t.tag.step, t.tag.op});
+          it != activation_times_.end()) {
+        timing.start_ns = it->second.first;
+        timing.end_ns = it->second.second;
+        if (last_compute >= 0) {
+          OpTiming& compute = out[static_cast<std::size_t>(last_compute)];
+          compute.end_ns =
+              std::max(compute.start_ns, compute.end_ns - (timing.end_ns - timing.start_ns));
+        }
+      }
+      out.push_back(timing);
     }
     return out;
   }
@@ -865,7 +897,7 @@ class ExecutorImpl final : public Executor {
     const std::int64_t elements = op.elements;
     const std::string site = entry->site;
     const std::string unit = schedule_.unit_names()[idx(info.unit)];
-    submit(op, i, [this, kind, elements, site, unit]() -> Status {
+    submit(op, i, [this, kind, elements, site, unit, i]() -> Status {
       IssuedCollective got;
       if (split_comm_ == nullptr || !split_comm_->take(&got)) {
         return Error(ErrorCode::kInternal,
@@ -877,6 +909,10 @@ class ExecutorImpl final : public Executor {
                      str_cat("the schedule lists ", to_string(kind), " ", site, " of unit '", unit,
                              "' (", elements, " elements); the decoder issued ",
                              to_string(got.kind), " ", got.site, " (", got.elements, " elements)"));
+      }
+      if (device_->host_addressable()) {  // the call's own interval (see op_timeline)
+        const std::lock_guard<std::mutex> lock(activation_times_mu_);
+        activation_times_[{step_, i}] = {got.start_ns, got.end_ns};
       }
       return ok_status();
     });
@@ -1048,6 +1084,10 @@ class ExecutorImpl final : public Executor {
   ResidentBuffer loss_buf_;      // the loss all-reduce's device slot
   ResidentBuffer frozen_grads_;  // backward's output for parameters that are not trained
   std::unique_ptr<AxisSplitComm> split_comm_;  // under tp > 1: the decoder's collectives
+  // (step, op) of an activation collective -> its call's device-clock interval (host devices).
+  mutable std::mutex activation_times_mu_;
+  std::map<std::pair<std::int64_t, std::int32_t>, std::pair<std::int64_t, std::int64_t>>
+      activation_times_;
   float scale_ = 1.0F;
   std::int64_t step_ = 0;
   std::int64_t steps_done_ = 0;

@@ -217,6 +217,47 @@ TEST(ExecutorTest, TimelineFollowsTheProgramOnEveryStream) {
   EXPECT_GT((*runs)[0].high_water[static_cast<std::size_t>(BufferClass::kUnshardedWeights)], 0);
 }
 
+// Under tp the activation collectives run inside their unit's compute op: the timeline gives
+// each the call's own interval (within the compute op it ran in) and takes that time off the
+// compute op, so a trace or `calibrate --fit` sees what the collectives and the kernels took.
+TEST(ExecutorTest, TensorParallelCollectivesReportTheirOwnTime) {
+  TrainSpec spec = tiny_spec();
+  spec.steps = 1;
+  spec.mesh = parse_device_mesh("dp=2,tp=2").value();
+  spec.model = testing::tiny_tp_llama(spec.model, spec.mesh);
+  auto setup = prepare_training(spec);
+  ASSERT_TRUE(setup.has_value()) << setup.error().message();
+  auto runs = cpu::train_in_process(spec);
+  ASSERT_TRUE(runs.has_value()) << runs.error().message();
+  const RankProgram& program = setup->schedule.program_of_rank(0);
+  const OpTiming* compute = nullptr;
+  std::int64_t compute_start = 0;
+  int activations = 0;
+  std::int64_t activation_ns = 0;
+  for (const OpTiming& t : (*runs)[0].timeline) {
+    EXPECT_LE(t.start_ns, t.end_ns);
+    if (t.stream != StreamKind::kCompute) {
+      continue;
+    }
+    const Op& op = program.ops[static_cast<std::size_t>(t.op)];
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) {
+      compute = &t;
+      compute_start = t.start_ns;
+    } else if (is_collective(op.kind) &&
+               setup->schedule.collectives()[static_cast<std::size_t>(op.collective)].activation >=
+                   0) {
+      ASSERT_NE(compute, nullptr) << "op " << t.op;
+      ++activations;
+      activation_ns += t.end_ns - t.start_ns;
+      EXPECT_GE(t.start_ns, compute_start) << "op " << t.op;
+      EXPECT_GE(t.start_ns, compute->start_ns);
+    }
+  }
+  // Per microbatch: embedding 1, 2 layers x 4, head 2.
+  EXPECT_EQ(activations, 11);
+  EXPECT_GT(activation_ns, 0);
+}
+
 TEST(ExecutorTest, MissingRankEndsEveryRankWithAClearError) {
   TrainSpec spec = tiny_spec();
   spec.timeout_s = 0.3;
