@@ -56,6 +56,7 @@ Expected<backend::DecoderConfig> decoder_of(const TrainOptions& o) {
   if (!config) {
     return config.error().with_context("--model");
   }
+  config->capacity_factor = given.capacity_factor;
   return config;
 }
 
@@ -67,13 +68,20 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
   desc.add_options()
       ("model", po::value(&o->model),
        "a Llama-family network to train: a preset (fsdpsim model --list) or a hub config.json "
-       "of model_type llama, mistral or qwen2; --layers, --hidden, --ffn, --heads, --kv-heads "
-       "and --vocab shrink it. Default: the small decoder (2 layers, hidden 32, ffn 64, vocab "
+       "of model_type llama, mistral, qwen2 or mixtral (top-k routed experts); --layers, "
+       "--hidden, --ffn, --heads, --kv-heads and --vocab shrink it. Default: the small decoder (2 layers, hidden 32, ffn 64, vocab "
        "64; no attention, so no --heads / --kv-heads)")
       ("mesh", po::value(&o->mesh)->default_value("dp=4"),
        "device mesh, outermost axis first: dp=4 or outer=2,inner=2; an axis named tp splits "
        "the --model network over its ranks, Megatron style (dp=2,tp=2: FSDP over dp of 2-way "
-       "tensor parallelism)")
+       "tensor parallelism); an axis named ep splits a mixtral --model's experts over its ranks "
+       "(dp=2,ep=2: 4 data ranks, each holding half the experts, tokens sent to them by "
+       "all-to-all; not together with tp)")
+      ("capacity-factor",
+       po::value(&spec.model.capacity_factor)->default_value(spec.model.capacity_factor),
+       "with experts: each expert takes at most top_k x this x tokens / experts of a "
+       "microbatch's routed tokens (the first in token order; the rest are dropped), a whole "
+       "number; in [1, 64]")
       ("strategy", po::value(&o->strategy)->default_value("zero3"),
        "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
       ("shard-layout", po::value(&o->shard_layout)->default_value("padded"),
@@ -114,6 +122,7 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
   // A tp axis splits the model (docs/design/parallelism.md, "Training it for real").
   spec.model.tp = exec::tensor_parallel_size(spec.mesh);
+  spec.model.ep = exec::expert_parallel_size(spec.mesh);
   FSDP_RETURN_IF_ERROR(take(parse_strategy(o.strategy), "--strategy", &spec.strategy));
   FSDP_RETURN_IF_ERROR(
       take(parse_shard_layout(o.shard_layout), "--shard-layout", &spec.shard_layout));

@@ -218,6 +218,46 @@ class CudaKernels final : public backend::DecoderKernels {
         launch_vocab_parallel_backward(rows, cols, valid, first, targets, probs, dlogits, stream_));
   }
 
+  void softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs) override {
+    FSDP_CUDA_ENQUEUE(launch_softmax_rows(rows, cols, x, probs, stream_));
+  }
+  void moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k, std::int64_t capacity,
+                 const float* probs, std::int32_t* choice_expert, float* choice_weight,
+                 std::int32_t* choice_slot, std::int32_t* slot_token) override {
+    FSDP_CUDA_ENQUEUE(launch_moe_route(rows, experts, top_k, capacity, probs, choice_expert,
+                                       choice_weight, choice_slot, slot_token, stream_));
+  }
+  void moe_dispatch(std::int64_t slots, std::int64_t hidden, const std::int32_t* slot_token,
+                    const float* x, float* out) override {
+    FSDP_CUDA_ENQUEUE(launch_moe_dispatch(slots, hidden, slot_token, x, out, stream_));
+  }
+  void moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                             const std::int32_t* choice_slot, const float* dslots,
+                             float* dx) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_moe_dispatch_backward(rows, top_k, hidden, choice_slot, dslots, dx, stream_));
+  }
+  void moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                   const std::int32_t* choice_slot, const float* choice_weight, const float* y,
+                   float* out) override {
+    FSDP_CUDA_ENQUEUE(
+        launch_moe_combine(rows, top_k, hidden, choice_slot, choice_weight, y, out, stream_));
+  }
+  void moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                            std::int64_t slots, const std::int32_t* choice_slot,
+                            const float* choice_weight, const float* y, const float* dout,
+                            float* dweight, float* dy) override {
+    FSDP_CUDA_ENQUEUE(launch_moe_combine_backward(rows, top_k, hidden, slots, choice_slot,
+                                                  choice_weight, y, dout, dweight, dy, stream_));
+  }
+  void moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                           const float* probs, const std::int32_t* choice_expert,
+                           const float* choice_weight, const float* dweight,
+                           float* dlogits) override {
+    FSDP_CUDA_ENQUEUE(launch_moe_router_backward(rows, experts, top_k, probs, choice_expert,
+                                                 choice_weight, dweight, dlogits, stream_));
+  }
+
  private:
   // False once the set has failed; otherwise makes the device current (the caller may be any
   // thread that issues on the compute stream).

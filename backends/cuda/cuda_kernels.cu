@@ -526,6 +526,139 @@ __global__ void vocab_parallel_backward_kernel(std::int64_t rows, std::int64_t c
   }
 }
 
+// --- mixture of experts (as backend::moe_kernels.h; the same orders of summation) ---------------
+// One thread per row: max, then the sum of exponentials in double, in column order.
+__global__ void softmax_rows_kernel(std::int64_t rows, std::int64_t cols, const float* x,
+                                    float* probs) {
+  FSDP_GRID_LOOP(t, rows) {
+    const float* row = x + t * cols;
+    float m = row[0];
+    for (std::int64_t e = 1; e < cols; ++e) m = fmaxf(m, row[e]);
+    double sum = 0.0;
+    for (std::int64_t e = 0; e < cols; ++e) sum += exp(static_cast<double>(row[e]) - m);
+    for (std::int64_t e = 0; e < cols; ++e)
+      probs[t * cols + e] = static_cast<float>(exp(static_cast<double>(row[e]) - m) / sum);
+  }
+}
+// One thread per row: its top_k experts (ties: the lower) and their renormalised weights.
+__global__ void moe_choose_kernel(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                                  const float* probs, std::int32_t* choice_expert,
+                                  float* choice_weight) {
+  FSDP_GRID_LOOP(t, rows) {
+    const float* p = probs + t * experts;
+    double z = 0.0;
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      std::int64_t best = -1;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        bool taken = false;
+        for (std::int64_t i = 0; i < j; ++i) taken = taken || choice_expert[t * top_k + i] == e;
+        if (!taken && (best < 0 || p[e] > p[best]))
+          best = e;
+      }
+      choice_expert[t * top_k + j] = static_cast<std::int32_t>(best);
+      z += p[best];
+    }
+    for (std::int64_t j = 0; j < top_k; ++j)
+      choice_weight[t * top_k + j] = static_cast<float>(p[choice_expert[t * top_k + j]] / z);
+  }
+}
+// One thread per expert: its copies take its slots in (token, choice) order.
+__global__ void moe_slots_kernel(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                                 std::int64_t capacity, const std::int32_t* choice_expert,
+                                 std::int32_t* choice_slot, std::int32_t* slot_token) {
+  FSDP_GRID_LOOP(e, experts) {
+    std::int64_t taken = 0;
+    for (std::int64_t c = 0; c < capacity; ++c) slot_token[e * capacity + c] = -1;
+    for (std::int64_t i = 0; i < rows * top_k; ++i) {
+      if (choice_expert[i] != e)
+        continue;
+      if (taken < capacity) {
+        const std::int64_t s = e * capacity + taken++;
+        choice_slot[i] = static_cast<std::int32_t>(s);
+        slot_token[s] = static_cast<std::int32_t>(i / top_k);
+      } else {
+        choice_slot[i] = -1;
+      }
+    }
+  }
+}
+__global__ void moe_dispatch_kernel(std::int64_t slots, std::int64_t hidden,
+                                    const std::int32_t* slot_token, const float* x, float* out) {
+  FSDP_GRID_LOOP(i, slots * hidden) {
+    const std::int32_t t = slot_token[i / hidden];
+    out[i] = t < 0 ? 0.0F : x[static_cast<std::int64_t>(t) * hidden + i % hidden];
+  }
+}
+// Per token, the sum over its kept copies of (weight x) the slot's row: the combine (weights,
+// added to out) and the dispatch's backward (no weights, out overwritten).
+__global__ void moe_gather_kernel(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                  const std::int32_t* choice_slot, const float* choice_weight,
+                                  const float* slots, bool add, float* out) {
+  FSDP_GRID_LOOP(i, rows * hidden) {
+    const std::int64_t t = i / hidden;
+    float sum = 0.0F;
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      const std::int32_t s = choice_slot[t * top_k + j];
+      if (s < 0)
+        continue;
+      const float v = slots[static_cast<std::int64_t>(s) * hidden + i % hidden];
+      sum += choice_weight == nullptr ? v : choice_weight[t * top_k + j] * v;
+    }
+    out[i] = add ? out[i] + sum : sum;
+  }
+}
+// One thread per copy (t, j): its slot's gradient and its weight's.
+__global__ void moe_combine_backward_kernel(std::int64_t rows, std::int64_t top_k,
+                                            std::int64_t hidden, const std::int32_t* choice_slot,
+                                            const float* choice_weight, const float* y,
+                                            const float* dout, float* dweight, float* dy) {
+  FSDP_GRID_LOOP(c, rows * top_k) {
+    const std::int32_t s = choice_slot[c];
+    if (s < 0) {
+      dweight[c] = 0.0F;
+      continue;
+    }
+    const float* g = dout + (c / top_k) * hidden;
+    const float* ys = y + static_cast<std::int64_t>(s) * hidden;
+    float* d = dy + static_cast<std::int64_t>(s) * hidden;
+    const float w = choice_weight[c];
+    double dot = 0.0;
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      d[i] = w * g[i];
+      dot += static_cast<double>(g[i]) * ys[i];
+    }
+    dweight[c] = static_cast<float>(dot);
+  }
+}
+__global__ void moe_router_backward_kernel(std::int64_t rows, std::int64_t experts,
+                                           std::int64_t top_k, const float* probs,
+                                           const std::int32_t* choice_expert,
+                                           const float* choice_weight, const float* dweight,
+                                           float* dlogits) {
+  FSDP_GRID_LOOP(t, rows) {
+    const float* p = probs + t * experts;
+    double z = 0.0;
+    double wdw = 0.0;
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      z += p[choice_expert[t * top_k + j]];
+      wdw += static_cast<double>(choice_weight[t * top_k + j]) * dweight[t * top_k + j];
+    }
+    // dp is nonzero on the chosen experts only: sum_e p_e dp_e over them.
+    double pdp = 0.0;
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      const std::int32_t e = choice_expert[t * top_k + j];
+      pdp += p[e] * ((dweight[t * top_k + j] - wdw) / z);
+    }
+    for (std::int64_t e = 0; e < experts; ++e) {
+      double dp = 0.0;
+      for (std::int64_t j = 0; j < top_k; ++j)
+        if (choice_expert[t * top_k + j] == e)
+          dp = (dweight[t * top_k + j] - wdw) / z;
+      dlogits[t * experts + e] = static_cast<float>(p[e] * (dp - pdp));
+    }
+  }
+}
+
 __global__ void optimizer_kernel(OptimizerArgs a, std::int64_t n, float* w, const float* g,
                                  float* state) {
   FSDP_GRID_LOOP(i, n) {
@@ -768,6 +901,63 @@ cudaError_t launch_vocab_parallel_backward(std::int64_t rows, std::int64_t cols,
                                            cudaStream_t stream) {
   FSDP_LAUNCH(rows * cols, vocab_parallel_backward_kernel, rows, cols, valid, first, targets, probs,
               dlogits);
+}
+cudaError_t launch_softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs,
+                                cudaStream_t stream) {
+  FSDP_LAUNCH(rows, softmax_rows_kernel, rows, cols, x, probs);
+}
+cudaError_t launch_moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                             std::int64_t capacity, const float* probs, std::int32_t* choice_expert,
+                             float* choice_weight, std::int32_t* choice_slot,
+                             std::int32_t* slot_token, cudaStream_t stream) {
+  if (rows <= 0 || experts <= 0)
+    return cudaSuccess;
+  (void)cudaGetLastError();
+  moe_choose_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(rows, experts, top_k, probs,
+                                                               choice_expert, choice_weight);
+  moe_slots_kernel<<<blocks_for(experts), kThreads, 0, stream>>>(
+      rows, experts, top_k, capacity, choice_expert, choice_slot, slot_token);
+  return cudaGetLastError();
+}
+cudaError_t launch_moe_dispatch(std::int64_t slots, std::int64_t hidden,
+                                const std::int32_t* slot_token, const float* x, float* out,
+                                cudaStream_t stream) {
+  FSDP_LAUNCH(slots * hidden, moe_dispatch_kernel, slots, hidden, slot_token, x, out);
+}
+cudaError_t launch_moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                         const std::int32_t* choice_slot, const float* dslots,
+                                         float* dx, cudaStream_t stream) {
+  FSDP_LAUNCH(rows * hidden, moe_gather_kernel, rows, top_k, hidden, choice_slot, nullptr, dslots,
+              false, dx);
+}
+cudaError_t launch_moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                               const std::int32_t* choice_slot, const float* choice_weight,
+                               const float* y, float* out, cudaStream_t stream) {
+  FSDP_LAUNCH(rows * hidden, moe_gather_kernel, rows, top_k, hidden, choice_slot, choice_weight, y,
+              true, out);
+}
+cudaError_t launch_moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                        std::int64_t slots, const std::int32_t* choice_slot,
+                                        const float* choice_weight, const float* y,
+                                        const float* dout, float* dweight, float* dy,
+                                        cudaStream_t stream) {
+  if (rows <= 0)
+    return cudaSuccess;
+  (void)cudaGetLastError();
+  // Empty slots keep the zeros.
+  const cudaError_t fill = launch_fill(dy, slots * hidden, 0.0F, stream);
+  if (fill != cudaSuccess)
+    return fill;
+  moe_combine_backward_kernel<<<blocks_for(rows * top_k), kThreads, 0, stream>>>(
+      rows, top_k, hidden, choice_slot, choice_weight, y, dout, dweight, dy);
+  return cudaGetLastError();
+}
+cudaError_t launch_moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                                       const float* probs, const std::int32_t* choice_expert,
+                                       const float* choice_weight, const float* dweight,
+                                       float* dlogits, cudaStream_t stream) {
+  FSDP_LAUNCH(rows, moe_router_backward_kernel, rows, experts, top_k, probs, choice_expert,
+              choice_weight, dweight, dlogits);
 }
 cudaError_t launch_optimizer_update(const OptimizerArgs& args, std::int64_t n, float* weights,
                                     const float* grads, float* state, cudaStream_t stream) {

@@ -114,6 +114,32 @@ cudaError_t launch_vocab_parallel_backward(std::int64_t rows, std::int64_t cols,
                                            std::int64_t first, const std::int32_t* targets,
                                            const float* probs, float* dlogits, cudaStream_t stream);
 
+// --- mixture of experts (as backend::moe_kernels.h) -------------------------------------------
+cudaError_t launch_softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs,
+                                cudaStream_t stream);
+cudaError_t launch_moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                             std::int64_t capacity, const float* probs, std::int32_t* choice_expert,
+                             float* choice_weight, std::int32_t* choice_slot,
+                             std::int32_t* slot_token, cudaStream_t stream);
+cudaError_t launch_moe_dispatch(std::int64_t slots, std::int64_t hidden,
+                                const std::int32_t* slot_token, const float* x, float* out,
+                                cudaStream_t stream);
+cudaError_t launch_moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                         const std::int32_t* choice_slot, const float* dslots,
+                                         float* dx, cudaStream_t stream);
+cudaError_t launch_moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                               const std::int32_t* choice_slot, const float* choice_weight,
+                               const float* y, float* out, cudaStream_t stream);
+cudaError_t launch_moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                        std::int64_t slots, const std::int32_t* choice_slot,
+                                        const float* choice_weight, const float* y,
+                                        const float* dout, float* dweight, float* dy,
+                                        cudaStream_t stream);
+cudaError_t launch_moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                                       const float* probs, const std::int32_t* choice_expert,
+                                       const float* choice_weight, const float* dweight,
+                                       float* dlogits, cudaStream_t stream);
+
 // --- optimizer (as backend::optimizer_update; 0 = SGD, 1 = SGD momentum, 2 = Adam) -------------
 struct OptimizerArgs {
   int kind = 0;

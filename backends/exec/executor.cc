@@ -94,6 +94,14 @@ class AxisSplitComm final : public backend::SplitComm {
     issued_.push_back({OpKind::kAllGather, std::string(site), n, start, device_->now_ns()});
     return s;
   }
+  Status all_to_all(std::string_view site, const float* send, std::int64_t n,
+                    float* recv) override {
+    const std::int64_t start = device_->now_ns();
+    Status s = comm_->all_to_all(StreamKind::kCompute, DType::kFp32, send, n, recv);
+    issued_.push_back(
+        {OpKind::kAllToAll, std::string(site), n * comm_->size(), start, device_->now_ns()});
+    return s;
+  }
   // The oldest issued collective not yet matched, removed; false when there is none.
   bool take(IssuedCollective* out) {
     if (issued_.empty()) {
@@ -131,10 +139,13 @@ class ExecutorImpl final : public Executor {
     FSDP_RETURN_IF_ERROR(check_comms());
     FSDP_RETURN_IF_ERROR(plan_geometry());
     FSDP_RETURN_IF_ERROR(locate_params(initial));
-    if (const auto tp = schedule_.mesh().axis_index(kTensorParallelAxis);
-        tp && schedule_.mesh().axis_size(*tp) > 1) {
-      split_comm_ = std::make_unique<AxisSplitComm>(&comms_->axis(*tp), device_);
-      decoder_->set_split_comm(split_comm_.get());
+    // The decoder's split group: tp or ep (check_legs: not both).
+    for (const std::string_view name : {kTensorParallelAxis, kExpertParallelAxis}) {
+      if (const auto a = schedule_.mesh().axis_index(name);
+          a && schedule_.mesh().axis_size(*a) > 1) {
+        split_comm_ = std::make_unique<AxisSplitComm>(&comms_->axis(*a), device_);
+        decoder_->set_split_comm(split_comm_.get());
+      }
     }
     scale_ = static_cast<float>(schedule_.gradient_scale());
     num_states_ = backend::optimizer_num_states(options_.optimizer);
@@ -577,17 +588,21 @@ class ExecutorImpl final : public Executor {
       if (info.activation < 0) {
         continue;
       }
-      // The decoder runs tensor parallelism without sequence parallelism: all-reduces and the
-      // cross entropy's all-gather on the tp axis (docs/design/parallelism.md).
+      // The decoder runs tensor parallelism without sequence parallelism (all-reduces and the
+      // cross entropy's all-gather on the tp axis) or expert parallelism (all-to-alls on the ep
+      // axis), not both (docs/design/parallelism.md).
       const std::string& axis = schedule_.mesh().axis_name(info.axis);
-      if (axis != kTensorParallelAxis ||
-          (info.kind != OpKind::kAllReduce && info.kind != OpKind::kAllGather)) {
-        return Error(ErrorCode::kFailedPrecondition,
-                     str_cat("the schedule's ", to_string(info.kind), " ",
-                             schedule_.activation_of(info)->site, " on mesh axis '", axis,
-                             "' is not one the executor runs: expected all-reduces and "
-                             "all-gathers of a tensor-parallel split on '",
-                             kTensorParallelAxis, "'"));
+      const bool tp_call = axis == kTensorParallelAxis &&
+                           (info.kind == OpKind::kAllReduce || info.kind == OpKind::kAllGather);
+      const bool ep_call = axis == kExpertParallelAxis && info.kind == OpKind::kAllToAll;
+      if (!tp_call && !ep_call) {
+        return Error(
+            ErrorCode::kFailedPrecondition,
+            str_cat("the schedule's ", to_string(info.kind), " ",
+                    schedule_.activation_of(info)->site, " on mesh axis '", axis,
+                    "' is not one the executor runs: expected all-reduces and "
+                    "all-gathers of a tensor-parallel split on '",
+                    kTensorParallelAxis, "' or all-to-alls on '", kExpertParallelAxis, "'"));
       }
     }
     for (const GroupGeometry& g : geometry_.groups) {
@@ -782,8 +797,9 @@ class ExecutorImpl final : public Executor {
           issue_collective(op, i, operands);
         }
         return ok_status();
-      case OpKind::kAllToAll:  // refused by check_legs: activation collectives only
-        return Error(ErrorCode::kFailedPrecondition, "the executor runs no all-to-all");
+      case OpKind::kAllToAll:  // check_legs: activation collectives only
+        issue_activation(op, i);
+        return ok_status();
       case OpKind::kForward:
       case OpKind::kRecompute:
       case OpKind::kBackward:

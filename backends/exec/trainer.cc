@@ -36,19 +36,19 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
 
 namespace {
 
-// The whole model's parameters from this rank's tp slices (`local`, gathered over the DP axes)
-// and its tp group's: every member's values are gathered over the tp axis and joined.
-Expected<backend::ParamValues> join_over_tp(const backend::DecoderConfig& model,
-                                            std::int64_t tp_axis, const backend::ParamValues& local,
-                                            Executor& executor) {
+// The whole model's parameters from this rank's tp or ep slices (`local`, gathered over the DP
+// axes) and its group's: every member's values are gathered over the split's axis and joined.
+Expected<backend::ParamValues> join_over_split(const backend::DecoderConfig& model,
+                                               std::int64_t axis, const backend::ParamValues& local,
+                                               Executor& executor) {
   std::vector<float> flat;
   for (const auto& unit : local) {
     for (const auto& param : unit) {
       flat.insert(flat.end(), param.begin(), param.end());
     }
   }
-  FSDP_TRY(const std::vector<float> all, executor.gather_over_axis(tp_axis, flat));
-  std::vector<backend::ParamValues> slices(static_cast<std::size_t>(model.tp), local);
+  FSDP_TRY(const std::vector<float> all, executor.gather_over_axis(axis, flat));
+  std::vector<backend::ParamValues> slices(static_cast<std::size_t>(model.tp * model.ep), local);
   for (std::size_t r = 0; r < slices.size(); ++r) {
     std::size_t at = r * flat.size();
     for (auto& unit : slices[r]) {
@@ -108,16 +108,6 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   FSDP_RETURN_IF_ERROR(backend::validate(spec.model));
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
   FSDP_TRY(const ConfigOptions options, config_options_of(spec));
-  // The decoder splits for tensor parallelism only (docs/design/parallelism.md): refuse ep
-  // before the builder's mesh-and-model disagreement, which would blame the model.
-  if (options.mesh.axis_index(kExpertParallelAxis)) {
-    return Error(ErrorCode::kFailedPrecondition,
-                 str_cat("mesh ", to_string(options.mesh), " has an '", kExpertParallelAxis,
-                         "' axis, which the training backends do not run yet: expected dp axes "
-                         "and '",
-                         kTensorParallelAxis, "' (simulate, schedule and sweep model ",
-                         kExpertParallelAxis, ")"));
-  }
   const std::int64_t tp = tensor_parallel_size(options.mesh);
   if (spec.model.tp != tp) {
     return Error(ErrorCode::kInvalidArgument,
@@ -125,10 +115,20 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
                          to_string(options.mesh), " has tp=", tp,
                          " (expected the decoder config's tp to be the mesh's tp axis size)"));
   }
-  if (tp > 1 && (!spec.checkpoint.save_dir.empty() || !spec.checkpoint.resume_from.empty())) {
-    return Error(ErrorCode::kFailedPrecondition,
-                 str_cat("checkpoints of a tensor-parallel run (mesh ", to_string(options.mesh),
-                         ") are not implemented: expected no --save / --resume with a tp axis"));
+  const std::int64_t ep = expert_parallel_size(options.mesh);
+  if (spec.model.ep != ep) {
+    return Error(ErrorCode::kInvalidArgument,
+                 str_cat("the model is split for ep=", spec.model.ep, " but the mesh ",
+                         to_string(options.mesh), " has ep=", ep,
+                         " (expected the decoder config's ep to be the mesh's ep axis size)"));
+  }
+  if ((tp > 1 || ep > 1) &&
+      (!spec.checkpoint.save_dir.empty() || !spec.checkpoint.resume_from.empty())) {
+    return Error(
+        ErrorCode::kFailedPrecondition,
+        str_cat("checkpoints of a tensor- or expert-parallel run (mesh ", to_string(options.mesh),
+                ") are not implemented: expected no --save / --resume with a tp or ep "
+                "axis"));
   }
   FSDP_TRY(FsdpConfig config, assemble_config(options));
   Workload workload;
@@ -145,6 +145,18 @@ Expected<RankModel> rank_model(const TrainSetup& setup, const TrainSpec& spec, s
   out.config = spec.model;
   out.data_rank = rank;
   out.data_world = mesh.size();
+  if (const std::optional<std::int64_t> ep_axis = mesh.axis_index(kExpertParallelAxis);
+      ep_axis && mesh.axis_size(*ep_axis) > 1) {
+    // Expert parallelism: every rank is a data rank (ep is a DP axis of the dense parameters)
+    // and holds the experts of its ep coordinate (docs/design/parallelism.md, "Experts for
+    // real").
+    out.split = true;
+    out.config.ep_rank = coord.local_ranks[static_cast<std::size_t>(*ep_axis)];
+    if (!setup.initial.empty()) {
+      out.initial = backend::split_parameters(out.config, setup.initial);
+    }
+    return out;
+  }
   const std::optional<std::int64_t> tp_axis = mesh.axis_index(kTensorParallelAxis);
   if (!tp_axis || mesh.axis_size(*tp_axis) == 1) {
     return out;
@@ -212,9 +224,10 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
   }
   FSDP_TRY(result.final_params, executor->gather_parameters());
   if (model.split) {
-    const std::int64_t tp_axis = *setup.config.mesh().axis_index(kTensorParallelAxis);
+    const std::string_view name = model.config.ep > 1 ? kExpertParallelAxis : kTensorParallelAxis;
+    const std::int64_t axis = *setup.config.mesh().axis_index(name);
     FSDP_TRY(result.final_params,
-             join_over_tp(model.config, tp_axis, result.final_params, *executor));
+             join_over_split(model.config, axis, result.final_params, *executor));
   }
   result.timeline = executor->op_timeline();
   result.arena_log = device.arena().log();
@@ -365,6 +378,8 @@ Expected<backend::TrainResult> train_reference(const TrainSpec& spec) {
   backend::DecoderConfig whole = spec.model;
   whole.tp = 1;
   whole.tp_rank = 0;
+  whole.ep = 1;
+  whole.ep_rank = 0;
   return backend::train_unsharded(whole, spec.optimizer, spec.hyper, spec.steps, spec.microbatches,
                                   spec.mesh.size() / tensor_parallel_size(spec.mesh),
                                   spec.grad_scale);
@@ -372,6 +387,11 @@ Expected<backend::TrainResult> train_reference(const TrainSpec& spec) {
 
 std::int64_t tensor_parallel_size(const DeviceMesh& mesh) {
   const std::optional<std::int64_t> axis = mesh.axis_index(kTensorParallelAxis);
+  return axis ? mesh.axis_size(*axis) : 1;
+}
+
+std::int64_t expert_parallel_size(const DeviceMesh& mesh) {
+  const std::optional<std::int64_t> axis = mesh.axis_index(kExpertParallelAxis);
   return axis ? mesh.axis_size(*axis) : 1;
 }
 

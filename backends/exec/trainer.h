@@ -30,7 +30,8 @@
 namespace fsdp::exec {
 
 struct TrainSpec {
-  // Its tp must be the mesh's tp axis size (tensor_parallel_size); train_rank sets tp_rank.
+  // Its tp and ep must be the mesh's tp and ep axis sizes (tensor_parallel_size,
+  // expert_parallel_size); train_rank sets tp_rank and ep_rank.
   backend::DecoderConfig model;
   DeviceMesh mesh = one_axis_mesh(4);  // dp=4
   Strategy strategy = Strategy::kZero3;
@@ -92,7 +93,9 @@ struct RankResult {
 // size, and `initial` empty (the setup's values are the rank's). With one (docs/design/
 // parallelism.md, "Training it for real"): the model's tp_rank is the rank's tp coordinate, the
 // data rank its place among the DP ranks (the mesh without tp, row-major; a tp group shares its
-// samples), and `initial` its slice of setup.initial (when the setup has values).
+// samples), and `initial` its slice of setup.initial (when the setup has values). With an ep axis:
+// the model's ep_rank is the rank's ep coordinate, the data rank the rank itself (ep is a DP axis
+// of the dense parameters), and `initial` its experts beside the whole dense tensors.
 struct RankModel {
   backend::DecoderConfig config;
   std::int64_t data_rank = 0;
@@ -149,10 +152,13 @@ double max_relative_error(const std::vector<double>& a, const std::vector<double
 double max_relative_error(const backend::ParamValues& a, const backend::ParamValues& b);
 
 // The unsharded reference for a spec: backend::train_unsharded with the spec's whole model
-// (tp = 1), optimizer, steps, microbatches, DP size (the mesh's size over its tp) and grad_scale.
+// (tp = ep = 1), optimizer, steps, microbatches, DP size (the mesh's size over its tp) and
+// grad_scale.
 Expected<backend::TrainResult> train_reference(const TrainSpec& spec);
 
 // The size of the mesh's tp axis (kTensorParallelAxis), 1 without one.
 std::int64_t tensor_parallel_size(const DeviceMesh& mesh);
+// The size of the mesh's ep axis (kExpertParallelAxis), 1 without one.
+std::int64_t expert_parallel_size(const DeviceMesh& mesh);
 
 }  // namespace fsdp::exec

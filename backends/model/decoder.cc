@@ -3,6 +3,7 @@
 // synthetic data. Formulas and the data generator: docs/design/backends.md, "The training model".
 #include "backends/model/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -68,8 +69,10 @@ float init_value(std::uint64_t seed, std::size_t unit, std::size_t param, std::s
 
 // The kLlama fields: family, head counts and sizes, and every byte count its kernels form.
 Status validate_llama(const DecoderConfig& c, std::int64_t tokens) {
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2") {
-    return invalid(str_cat("model_type must be llama, mistral or qwen2, got '", c.model_type, "'"));
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+      c.model_type != "mixtral") {
+    return invalid(
+        str_cat("model_type must be llama, mistral, qwen2 or mixtral, got '", c.model_type, "'"));
   }
   const std::pair<const char*, std::int64_t> sizes[] = {
       {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}};
@@ -103,6 +106,45 @@ Status validate_llama(const DecoderConfig& c, std::int64_t tokens) {
   return ok_status();
 }
 
+// The capacity factor in thousandths, as the hub importer rounds it (core/model/hub_config.cc).
+std::int64_t capacity_permille(const DecoderConfig& c) {
+  return std::llround(c.capacity_factor * 1000.0);
+}
+
+// experts, top_k and the capacity factor: Mixtral's router (docs/design/parallelism.md, "Experts
+// for real"), with whole capacity slots so that the all-to-alls move exactly the IR's bytes.
+Status validate_moe(const DecoderConfig& c, std::int64_t tokens) {
+  if (c.experts < 0 || c.experts > kMaxBlasDim) {
+    return invalid(str_cat("experts must be in [0, ", kMaxBlasDim, "], got ", c.experts));
+  }
+  if (c.experts == 0) {
+    return ok_status();
+  }
+  if (c.family != DecoderFamily::kLlama || c.model_type != "mixtral") {
+    return invalid(
+        str_cat("experts=", c.experts, " need model_type mixtral, got '", c.model_type, "'"));
+  }
+  if (c.top_k < 1 || c.top_k > c.experts) {
+    return invalid(str_cat("top_k must be in [1, experts = ", c.experts, "], got ", c.top_k));
+  }
+  if (!(c.capacity_factor >= 1.0 && c.capacity_factor <= 64.0)) {
+    return invalid(str_cat("capacity_factor must be in [1, 64], got ", c.capacity_factor));
+  }
+  // top_k x permille x tokens / (1000 x experts) slots per expert, whole.
+  const std::int64_t routed = c.top_k * capacity_permille(c);  // <= 2^31 x 64000
+  FSDP_TRY(const std::int64_t num,
+           product("routed copies top_k x capacity x tokens", routed, tokens));
+  if (num % (1000 * c.experts) != 0) {
+    return invalid(
+        str_cat("top_k x capacity_factor x tokens / experts (slots per expert) must "
+                "be a whole number, got ",
+                c.top_k, " x ", c.capacity_factor, " x ", tokens, " / ", c.experts));
+  }
+  FSDP_RETURN_IF_ERROR(
+      product("expert activation bytes routed copies x ffn x 16", num / 1000, 16 * c.ffn));
+  return ok_status();
+}
+
 // tp and tp_rank: only the Llama family splits, over heads, kv heads and the MLP width as
 // Megatron-LM does; the vocabulary is padded, but every rank must hold some real rows.
 Status validate_split(const DecoderConfig& c) {
@@ -111,6 +153,26 @@ Status validate_split(const DecoderConfig& c) {
   }
   if (c.tp_rank < 0 || c.tp_rank >= c.tp) {
     return invalid(str_cat("tp_rank must be in [0, ", c.tp, "), got ", c.tp_rank));
+  }
+  if (c.ep < 1 || c.ep > kMaxBlasDim) {
+    return invalid(str_cat("ep must be in [1, ", kMaxBlasDim, "], got ", c.ep));
+  }
+  if (c.ep_rank < 0 || c.ep_rank >= c.ep) {
+    return invalid(str_cat("ep_rank must be in [0, ", c.ep, "), got ", c.ep_rank));
+  }
+  if (c.ep > 1) {
+    if (c.experts == 0) {
+      return invalid(str_cat("ep=", c.ep,
+                             " needs a mixture-of-experts model (model_type mixtral); this one "
+                             "has no experts"));
+    }
+    if (c.experts % c.ep != 0) {
+      return invalid(str_cat("ep=", c.ep, " must divide experts, got experts = ", c.experts));
+    }
+    if (c.tp > 1) {
+      return invalid(str_cat("tp=", c.tp, " and ep=", c.ep,
+                             " together are not trained (expert tensor parallelism)"));
+    }
   }
   if (c.tp == 1) {
     return ok_status();
@@ -153,6 +215,11 @@ HubArch arch_of(const DecoderConfig& c) {
   a.mlp_bias = c.mlp_bias;
   a.rope_theta = c.rope_theta;
   a.rms_norm_eps = c.rms_norm_eps;
+  if (c.experts > 0) {  // Mixtral: every layer's MLP is the experts, intermediate_size wide
+    a.experts = c.experts;
+    a.top_k = c.top_k;
+    a.expert_intermediate = c.ffn;
+  }
   return a;
 }
 
@@ -160,6 +227,8 @@ HubArch arch_of(const DecoderConfig& c) {
 DecoderConfig whole_config(DecoderConfig c) {
   c.tp = 1;
   c.tp_rank = 0;
+  c.ep = 1;
+  c.ep_rank = 0;
   return c;
 }
 
@@ -218,6 +287,40 @@ std::pair<Model, Model> whole_and_local(const DecoderConfig& config) {
   return {std::move(whole).value(), std::move(local).value()};
 }
 
+// The whole model's name of a rank-local parameter: the importer names a rank's experts as on ep
+// rank 0 ("...experts.j..."); on ep rank q local expert j is global expert q x local + j.
+std::string whole_name(const Param& param, std::int64_t ep_rank, std::int64_t local_experts) {
+  const std::string& name = param.name();
+  if (!param.expert() || ep_rank == 0) {
+    return name;
+  }
+  constexpr std::string_view kMarker = ".experts.";
+  const std::size_t at = name.find(kMarker);
+  FSDP_CHECK(at != std::string::npos) << "expert parameter " << name << " without '.experts.'";
+  const std::size_t first = at + kMarker.size();
+  const std::size_t dot = name.find('.', first);
+  const std::int64_t j = std::stoll(name.substr(first, dot - first));
+  return str_cat(name.substr(0, first), ep_rank * local_experts + j, name.substr(dot));
+}
+
+// For each parameter of `local`'s unit u on ep rank `ep_rank`, its index in `whole`'s unit u.
+std::vector<std::size_t> whole_indices(const DecoderConfig& config, const Model& whole,
+                                       const Model& local, std::size_t u, std::int64_t ep_rank) {
+  const auto& whole_params = whole.units()[u].params();
+  const auto& local_params = local.units()[u].params();
+  const std::int64_t local_experts = config.experts / config.ep;
+  std::vector<std::size_t> out;
+  out.reserve(local_params.size());
+  for (const Param& p : local_params) {
+    const std::string name = whole_name(p, ep_rank, local_experts);
+    const auto it = std::find_if(whole_params.begin(), whole_params.end(),
+                                 [&](const Param& w) { return w.name() == name; });
+    FSDP_CHECK(it != whole_params.end()) << "parameter " << name << " is not in the whole model";
+    out.push_back(static_cast<std::size_t>(it - whole_params.begin()));
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<DecoderConfig> decoder_config_of_arch(const HubArch& a, std::string name,
@@ -228,11 +331,10 @@ Expected<DecoderConfig> decoder_config_of_arch(const HubArch& a, std::string nam
                  str_cat("model '", name, "': field '", field, "': expected ", expected,
                          " for real training, got ", got));
   };
-  if (a.model_type != "llama" && a.model_type != "mistral" && a.model_type != "qwen2") {
-    return refuse("model_type", "llama, mistral or qwen2", str_cat("'", a.model_type, "'"));
-  }
-  if (a.experts > 0) {
-    return refuse("num_local_experts", "no experts", str_cat(a.experts));
+  if (a.model_type != "llama" && a.model_type != "mistral" && a.model_type != "qwen2" &&
+      a.model_type != "mixtral") {
+    return refuse("model_type", "llama, mistral, qwen2 or mixtral",
+                  str_cat("'", a.model_type, "'"));
   }
   if (a.tied) {
     return refuse("tie_word_embeddings", "false (an untied head)", "true");
@@ -263,6 +365,8 @@ Expected<DecoderConfig> decoder_config_of_arch(const HubArch& a, std::string nam
   c.qkv_bias = a.qkv_bias;
   c.o_bias = a.o_bias;
   c.mlp_bias = a.mlp_bias;
+  c.experts = a.experts;
+  c.top_k = a.top_k;
   c.seq_len = seq_len;
   c.micro_batch_size = micro_batch_size;
   c.seed = seed;
@@ -310,13 +414,24 @@ Status validate(const DecoderConfig& config) {
   if (config.family == DecoderFamily::kLlama) {
     FSDP_RETURN_IF_ERROR(validate_llama(config, tokens));
   }
+  FSDP_RETURN_IF_ERROR(validate_moe(config, tokens));
   return validate_split(config);
+}
+
+std::int64_t expert_capacity(const DecoderConfig& config) {
+  if (config.experts == 0) {
+    return 0;
+  }
+  return config.top_k * capacity_permille(config) * config.micro_batch_size * config.seq_len /
+         (1000 * config.experts);
 }
 
 Expected<Model> decoder_model(const DecoderConfig& config) {
   FSDP_RETURN_IF_ERROR(validate(config));
   if (config.family == DecoderFamily::kLlama) {
-    FSDP_TRY(const ModelSplit split, ModelSplit::make(config.tp, 1, /*sequence_parallel=*/false));
+    FSDP_TRY(const ModelSplit split,
+             ModelSplit::make(config.tp, config.ep,
+                              /*sequence_parallel=*/false, config.capacity_factor));
     return hub_arch_to_model(arch_of(config), "decoder config", config.name, split);
   }
   const std::int64_t v = config.vocab;
@@ -384,12 +499,13 @@ ParamValues split_parameters(const DecoderConfig& config, const ParamValues& who
   ParamValues out(whole.units().size());
   for (std::size_t u = 0; u < out.size(); ++u) {
     const auto& params = local.units()[u].params();
+    const std::vector<std::size_t> source = whole_indices(config, whole, local, u, config.ep_rank);
     out[u].resize(params.size());
     for (std::size_t p = 0; p < params.size(); ++p) {
-      const Cut c = cut_of(whole.units()[u].params()[p], params[p]);
+      const Cut c = cut_of(whole.units()[u].params()[source[p]], params[p]);
       std::vector<float>& dst = out[u][p];
       dst.assign(static_cast<std::size_t>(params[p].numel()), 0.0F);
-      const std::vector<float>& src = whole_values[u][p];
+      const std::vector<float>& src = whole_values[u][source[p]];
       for_each_slice_element(c, config.tp_rank, [&](std::int64_t l, std::int64_t w) {
         dst[static_cast<std::size_t>(l)] = src[static_cast<std::size_t>(w)];
       });
@@ -399,25 +515,32 @@ ParamValues split_parameters(const DecoderConfig& config, const ParamValues& who
 }
 
 ParamValues join_parameters(const DecoderConfig& config, const std::vector<ParamValues>& slices) {
-  FSDP_CHECK(static_cast<std::int64_t>(slices.size()) == config.tp)
-      << "join_parameters: " << slices.size() << " slices for tp=" << config.tp;
+  const std::int64_t parts = config.tp * config.ep;  // validate: not both > 1
+  FSDP_CHECK(static_cast<std::int64_t>(slices.size()) == parts)
+      << "join_parameters: " << slices.size() << " slices for tp=" << config.tp
+      << ", ep=" << config.ep;
   const auto [whole, local] = whole_and_local(config);
   ParamValues out(whole.units().size());
   for (std::size_t u = 0; u < out.size(); ++u) {
     const auto& params = whole.units()[u].params();
     out[u].resize(params.size());
     for (std::size_t p = 0; p < params.size(); ++p) {
-      const Cut c = cut_of(params[p], local.units()[u].params()[p]);
-      std::vector<float>& dst = out[u][p];
-      dst.assign(static_cast<std::size_t>(params[p].numel()), 0.0F);
-      for (std::int64_t r = 0; r < config.tp; ++r) {
+      out[u][p].assign(static_cast<std::size_t>(params[p].numel()), 0.0F);
+    }
+    const auto& local_params = local.units()[u].params();
+    for (std::int64_t r = 0; r < parts; ++r) {
+      const std::vector<std::size_t> target =
+          whole_indices(config, whole, local, u, config.ep > 1 ? r : 0);
+      for (std::size_t p = 0; p < local_params.size(); ++p) {
+        const Cut c = cut_of(params[target[p]], local_params[p]);
+        if (r > 0 && !c.rows && !c.cols && !local_params[p].expert()) {
+          continue;  // whole on every rank: rank 0's copy
+        }
+        std::vector<float>& dst = out[u][target[p]];
         const std::vector<float>& src = slices[static_cast<std::size_t>(r)][u][p];
-        for_each_slice_element(c, r, [&](std::int64_t l, std::int64_t w) {
+        for_each_slice_element(c, config.tp > 1 ? r : 0, [&](std::int64_t l, std::int64_t w) {
           dst[static_cast<std::size_t>(w)] = src[static_cast<std::size_t>(l)];
         });
-        if (!c.rows && !c.cols) {
-          break;  // whole on every rank: rank 0's copy
-        }
       }
     }
   }

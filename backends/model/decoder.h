@@ -69,10 +69,23 @@ struct DecoderConfig {
   // above describe the whole model.
   std::int64_t tp = 1;
   std::int64_t tp_rank = 0;
+  // Mixture of experts (kLlama with model_type mixtral; docs/design/parallelism.md, "Experts for
+  // real"): every layer's MLP is `experts` SwiGLU experts of width ffn behind a router that
+  // sends each token to its top_k experts, weighted by the softmax of the router logits
+  // renormalised over the chosen. Each expert takes at most C = top_k x capacity_factor x tokens
+  // / experts of a microbatch's routed copies (the first in token order; the rest are dropped),
+  // the IR's balanced share. Under expert parallelism this rank holds experts / ep of them (ep
+  // rank ep_rank: global expert ep_rank x experts / ep + j is its local expert j) and the
+  // tokens reach them by all-to-all over the ep group.
+  std::int64_t experts = 0;  // 0: dense MLPs
+  std::int64_t top_k = 0;
+  double capacity_factor = 1.0;
+  std::int64_t ep = 1;
+  std::int64_t ep_rank = 0;
 };
 
 // The kLlama config of a hub architecture (core/model/hub_arch.h) with seq_len, micro_batch_size
-// and seed. Errors name the config field: a family other than llama, mistral, qwen2; experts;
+// and seed. Errors name the config field: a family other than llama, mistral, qwen2, mixtral;
 // tied embeddings (the head would use another unit's weight); a rope_scaling; an odd head size;
 // a sliding window shorter than seq_len (it would change causal attention).
 Expected<DecoderConfig> decoder_config_of_arch(const HubArch& arch, std::string name,
@@ -82,8 +95,15 @@ Expected<DecoderConfig> decoder_config_of_arch(const HubArch& arch, std::string 
 // Errors (kInvalidArgument, one line naming the field, expected and actual): any size < 1,
 // sizes whose products overflow int64; tp < 1, tp_rank outside [0, tp); tp > 1 with the small
 // decoder (kMlp), or with heads, kv_heads or ffn that tp does not divide, or a vocabulary so
-// small that the last rank's slice would hold only padding.
+// small that the last rank's slice would hold only padding; experts without model_type mixtral,
+// top_k outside [1, experts], a capacity factor outside [1, 64] or whose slots per expert C are
+// not a whole number >= 1; ep < 1, ep_rank outside [0, ep), ep that does not divide the experts,
+// ep > 1 without experts or together with tp > 1.
 Status validate(const DecoderConfig& config);
+
+// Slots per expert of one microbatch: top_k x capacity_factor x tokens / experts (validate
+// checked it is whole); 0 without experts.
+std::int64_t expert_capacity(const DecoderConfig& config);
 
 // The Model the schedule IR is built from (see the contract above): under tp > 1 the rank-local
 // model, with the activation collectives of the split (core/model/unit_work.h).
@@ -100,7 +120,10 @@ ParamValues initial_parameters(const DecoderConfig& config);
 // rows (padded up to a multiple of tp with zero rows), the rest whole. split_parameters gives
 // slice config.tp_rank of `whole` (values in initial_parameters' layout, tp ignored), shaped
 // as decoder_model(config); join_parameters puts the tp slices (slices[r] of rank r, each
-// shaped as decoder_model of that rank) back together, padding dropped. For tp = 1 both copy.
+// shaped as decoder_model of that rank) back together, padding dropped. Under expert parallelism
+// (ep > 1) slice config.ep_rank holds that rank's experts (its local expert j is global expert
+// ep_rank x experts / ep + j) and the rest whole, and join takes ep slices. Without a split both
+// copy.
 ParamValues split_parameters(const DecoderConfig& config, const ParamValues& whole);
 ParamValues join_parameters(const DecoderConfig& config, const std::vector<ParamValues>& slices);
 

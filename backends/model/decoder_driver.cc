@@ -52,7 +52,7 @@ void DecoderDriver::Saved::drop_intermediates() {
 std::int64_t DecoderDriver::Saved::bytes() const {
   std::int64_t sum = 0;
   for (const DeviceArray* d : {&x, &inv_rms, &normed, &u, &a, &probs, &q, &k, &v, &attn, &lse, &mid,
-                               &normed2, &gate, &up, &act}) {
+                               &normed2, &gate, &up, &act, &router, &xin, &comb}) {
     sum += d->bytes();
   }
   return sum;
@@ -71,9 +71,15 @@ DecoderDriver::LlamaParams DecoderDriver::llama_params(const DecoderConfig& c) {
   weight_and_bias(p.k, p.k_bias, c.qkv_bias);
   weight_and_bias(p.v, p.v_bias, c.qkv_bias);
   weight_and_bias(p.o, p.o_bias, c.o_bias);
-  weight_and_bias(p.gate, p.gate_bias, c.mlp_bias);
-  weight_and_bias(p.up, p.up_bias, c.mlp_bias);
-  weight_and_bias(p.down, p.down_bias, c.mlp_bias);
+  if (c.experts > 0) {  // Mixtral's block_sparse_moe: the router, then the rank's experts
+    p.router = next++;
+    p.expert0 = next;
+    next += static_cast<int>(3 * (c.experts / c.ep));
+  } else {
+    weight_and_bias(p.gate, p.gate_bias, c.mlp_bias);
+    weight_and_bias(p.up, p.up_bias, c.mlp_bias);
+    weight_and_bias(p.down, p.down_bias, c.mlp_bias);
+  }
   p.input_norm = next++;
   p.post_norm = next++;
   p.count = next;
@@ -104,6 +110,8 @@ DecoderDriver::DecoderDriver(const DecoderConfig& config, std::int64_t num_micro
   FSDP_CHECK(kernels_ != nullptr) << "decoder driver without a kernel set";
   vocab_first_ = config.tp_rank * config_.vocab;
   vocab_valid_ = std::min(config_.vocab, config.vocab - vocab_first_);
+  local_experts_ = config.experts / config.ep;
+  capacity_ = expert_capacity(config);
 }
 
 DecoderConfig DecoderDriver::local_config(const DecoderConfig& whole) {
@@ -126,11 +134,10 @@ bool DecoderDriver::can_communicate(std::string_view site) {
     return false;
   }
   if (split_ == nullptr) {
-    comm_status_ =
-        Error(ErrorCode::kFailedPrecondition, str_cat("decoder: tp=", data_config_.tp,
-                                                      " needs its group's "
-                                                      "communicator (set_split_comm) for ",
-                                                      site));
+    comm_status_ = Error(
+        ErrorCode::kFailedPrecondition,
+        str_cat("decoder: ", split() ? "tp=" : "ep=", split() ? data_config_.tp : data_config_.ep,
+                " needs its group's communicator (set_split_comm) for ", site));
     return false;
   }
   return true;
@@ -146,6 +153,13 @@ void DecoderDriver::all_gather(std::string_view site, const DeviceArray& send, s
                                DeviceArray& recv) {
   if (can_communicate(site)) {
     comm_status_ = split_->all_gather(site, send.as<float>(), n, recv.as<float>());
+  }
+}
+
+void DecoderDriver::all_to_all(std::string_view site, const DeviceArray& send, std::int64_t n,
+                               DeviceArray& recv) {
+  if (can_communicate(site)) {
+    comm_status_ = split_->all_to_all(site, send.as<float>(), n, recv.as<float>());
   }
 }
 
@@ -265,6 +279,14 @@ DeviceArray DecoderDriver::llama_output(std::span<const float* const> params, co
   const auto w = [&](int i) { return params[static_cast<std::size_t>(i)]; };
   const float* bias = lp_.down_bias < 0 ? nullptr : w(lp_.down_bias);
   DeviceArray out = floats(tokens_ * h);
+  if (moe()) {
+    // y = mid + the routing-weighted sum of the token's expert outputs.
+    kernels_->copy(out.as<float>(), s.mid.as<float>(), tokens_ * h);
+    const Routing r = route(s.router);
+    kernels_->moe_combine(tokens_, config_.top_k, h, r.slot.as<std::int32_t>(),
+                          r.weight.as<float>(), s.comb.as<float>(), out.as<float>());
+    return out;
+  }
   if (!split()) {
     // y = mid + down_proj(act): the residual stream enters as beta = 1.
     kernels_->copy(out.as<float>(), s.mid.as<float>(), tokens_ * h);
@@ -452,6 +474,10 @@ void DecoderDriver::compute_llama_layer(std::span<const float* const> params, Sa
     project(qd, h, s.attn.as<float>(), w(p.o), bias(p.o_bias), 1.0F, s.mid.as<float>());
   }
   s.normed2 = rmsnorm_of(s.mid, w(p.post_norm));
+  if (moe()) {
+    compute_moe(params, s);
+    return;
+  }
   s.gate = floats(tokens_ * f);
   s.up = floats(tokens_ * f);
   project(h, f, s.normed2.as<float>(), w(p.gate), bias(p.gate_bias), 0.0F, s.gate.as<float>());
@@ -480,8 +506,14 @@ void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float*
                    dx.as<float>());
   };
   DeviceArray& dy = grad_[idx(mb)];  // the gradient at the layer's output, then at mid, then x
-  // MLP: y = mid + down(act), act = silu(gate) * up, gate/up = proj(normed2), normed2 = norm(mid).
-  {
+  if (moe()) {
+    const DeviceArray dnormed2 = backward_moe(params, grads, s, dy);
+    const DeviceArray dmid =
+        norm_backward(s.mid, at(params, p.post_norm), nullptr, dnormed2, at(grads, p.post_norm));
+    kernels_->add(dy.as<float>(), dmid.as<float>(), tokens_ * h);  // dy is now d mid
+  } else {
+    // MLP: y = mid + down(act), act = silu(gate) * up, gate/up = proj(normed2),
+    // normed2 = norm(mid).
     DeviceArray dact = floats(tokens_ * f);
     weight_grads(f, h, s.act, dy, p.down, p.down_bias);
     input_grad(f, h, dy, p.down, 0.0F, dact);
@@ -529,6 +561,148 @@ void DecoderDriver::backward_llama_layer(std::int32_t mb, std::span<const float*
   const DeviceArray dx =
       norm_backward(s.x, at(params, p.input_norm), nullptr, dnormed, at(grads, p.input_norm));
   kernels_->add(dy.as<float>(), dx.as<float>(), tokens_ * h);  // dy is now dx
+}
+
+DecoderDriver::Routing DecoderDriver::route(const DeviceArray& router_probs) {
+  const std::int64_t k = config_.top_k;
+  Routing r{kernels_->array<std::int32_t>(tokens_ * k), floats(tokens_ * k),
+            kernels_->array<std::int32_t>(tokens_ * k),
+            kernels_->array<std::int32_t>(config_.experts * capacity_)};
+  kernels_->moe_route(tokens_, config_.experts, k, capacity_, router_probs.as<float>(),
+                      r.expert.as<std::int32_t>(), r.weight.as<float>(), r.slot.as<std::int32_t>(),
+                      r.slot_token.as<std::int32_t>());
+  return r;
+}
+
+// Mixtral's sparse MoE block with capacity slots (docs/design/parallelism.md, "Experts for
+// real"). The slots of all experts, [expert][slot], are ep blocks of local_experts x capacity
+// rows, block q for the experts of ep rank q: the dispatch all-to-all hands each rank the rows
+// of its experts from every member ([source][local expert][slot]), and the combine sends the
+// expert outputs back the same way.
+void DecoderDriver::compute_moe(std::span<const float* const> params, Saved& s) {
+  const std::int64_t h = config_.hidden;
+  const std::int64_t f = config_.ffn;
+  const std::int64_t e_all = config_.experts;
+  const std::int64_t slots = e_all * capacity_;  // on every rank: ep x local experts x C
+  const auto w = [&](std::int64_t i) { return params[idx(i)]; };
+  DeviceArray logits = floats(tokens_ * e_all);
+  project(h, e_all, s.normed2.as<float>(), w(lp_.router), nullptr, 0.0F, logits.as<float>());
+  s.router = floats(tokens_ * e_all);
+  kernels_->softmax_rows(tokens_, e_all, logits.as<float>(), s.router.as<float>());
+  const Routing r = route(s.router);
+  DeviceArray send = floats(slots * h);
+  kernels_->moe_dispatch(slots, h, r.slot_token.as<std::int32_t>(), s.normed2.as<float>(),
+                         send.as<float>());
+  if (expert_split()) {
+    s.xin = floats(slots * h);
+    all_to_all("moe.dispatch", send, local_experts_ * capacity_ * h, s.xin);
+  } else {
+    s.xin = std::move(send);
+  }
+  // Each block of C rows goes through its expert: gate = x w1^T, up = x w3^T, act = silu(gate)
+  // * up, y = act w2^T.
+  s.gate = floats(slots * f);
+  s.up = floats(slots * f);
+  s.act = floats(slots * f);
+  DeviceArray y = floats(slots * h);
+  const std::int64_t blocks = slots / capacity_;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t e0 = lp_.expert0 + 3 * (b % local_experts_);
+    const std::int64_t row = b * capacity_;
+    kernels_->gemm(false, true, capacity_, f, h, s.xin.as<float>() + row * h, w(e0), 0.0F,
+                   s.gate.as<float>() + row * f);
+    kernels_->gemm(false, true, capacity_, f, h, s.xin.as<float>() + row * h, w(e0 + 2), 0.0F,
+                   s.up.as<float>() + row * f);
+  }
+  kernels_->swiglu_forward(slots * f, s.gate.as<float>(), s.up.as<float>(), s.act.as<float>());
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t e0 = lp_.expert0 + 3 * (b % local_experts_);
+    const std::int64_t row = b * capacity_;
+    kernels_->gemm(false, true, capacity_, h, f, s.act.as<float>() + row * f, w(e0 + 1), 0.0F,
+                   y.as<float>() + row * h);
+  }
+  if (expert_split()) {
+    s.comb = floats(slots * h);
+    all_to_all("moe.combine", y, local_experts_ * capacity_ * h, s.comb);
+  } else {
+    s.comb = std::move(y);
+  }
+}
+
+DeviceArray DecoderDriver::backward_moe(std::span<const float* const> params,
+                                        std::span<float* const> grads, const Saved& s,
+                                        const DeviceArray& dy) {
+  const std::int64_t h = config_.hidden;
+  const std::int64_t f = config_.ffn;
+  const std::int64_t k = config_.top_k;
+  const std::int64_t e_all = config_.experts;
+  const std::int64_t slots = e_all * capacity_;
+  const std::int64_t blocks = slots / capacity_;
+  const auto w = [&](std::int64_t i) { return params[idx(i)]; };
+  const auto g = [&](std::int64_t i) { return grads[idx(i)]; };
+  const Routing r = route(s.router);
+  // The combine: d(expert output) at each slot and d(routing weight) of each copy.
+  DeviceArray dweight = floats(tokens_ * k);
+  DeviceArray dcomb = floats(slots * h);
+  kernels_->moe_combine_backward(tokens_, k, h, slots, r.slot.as<std::int32_t>(),
+                                 r.weight.as<float>(), s.comb.as<float>(), dy.as<float>(),
+                                 dweight.as<float>(), dcomb.as<float>());
+  DeviceArray dout;  // at the rank's experts' outputs
+  if (expert_split()) {
+    dout = floats(slots * h);
+    all_to_all("moe.combine_grad", dcomb, local_experts_ * capacity_ * h, dout);
+  } else {
+    dout = std::move(dcomb);
+  }
+  // The experts, block by block; an expert's weight gradients sum its blocks in order (the
+  // first block overwrites).
+  DeviceArray dact = floats(slots * f);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t e0 = lp_.expert0 + 3 * (b % local_experts_);
+    const std::int64_t row = b * capacity_;
+    const float beta = b < local_experts_ ? 0.0F : 1.0F;
+    kernels_->gemm(true, false, h, f, capacity_, dout.as<float>() + row * h,
+                   s.act.as<float>() + row * f, beta, g(e0 + 1));
+    kernels_->gemm(false, false, capacity_, f, h, dout.as<float>() + row * h, w(e0 + 1), 0.0F,
+                   dact.as<float>() + row * f);
+  }
+  DeviceArray dgate = floats(slots * f);
+  DeviceArray dup = floats(slots * f);
+  kernels_->swiglu_backward(slots * f, s.gate.as<float>(), s.up.as<float>(), dact.as<float>(),
+                            dgate.as<float>(), dup.as<float>());
+  DeviceArray dxin = floats(slots * h);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t e0 = lp_.expert0 + 3 * (b % local_experts_);
+    const std::int64_t row = b * capacity_;
+    const float beta = b < local_experts_ ? 0.0F : 1.0F;
+    const float* x = s.xin.as<float>() + row * h;
+    kernels_->gemm(true, false, f, h, capacity_, dgate.as<float>() + row * f, x, beta, g(e0));
+    kernels_->gemm(true, false, f, h, capacity_, dup.as<float>() + row * f, x, beta, g(e0 + 2));
+    kernels_->gemm(false, false, capacity_, h, f, dgate.as<float>() + row * f, w(e0), 0.0F,
+                   dxin.as<float>() + row * h);
+    kernels_->gemm(false, false, capacity_, h, f, dup.as<float>() + row * f, w(e0 + 2), 1.0F,
+                   dxin.as<float>() + row * h);
+  }
+  DeviceArray dsend;  // at the dispatched slots, back at their tokens' rank
+  if (expert_split()) {
+    dsend = floats(slots * h);
+    all_to_all("moe.dispatch_grad", dxin, local_experts_ * capacity_ * h, dsend);
+  } else {
+    dsend = std::move(dxin);
+  }
+  DeviceArray dnormed2 = floats(tokens_ * h);
+  kernels_->moe_dispatch_backward(tokens_, k, h, r.slot.as<std::int32_t>(), dsend.as<float>(),
+                                  dnormed2.as<float>());
+  // The router: logits = normed2 W_r^T.
+  DeviceArray dlogits = floats(tokens_ * e_all);
+  kernels_->moe_router_backward(tokens_, e_all, k, s.router.as<float>(),
+                                r.expert.as<std::int32_t>(), r.weight.as<float>(),
+                                dweight.as<float>(), dlogits.as<float>());
+  kernels_->gemm(true, false, e_all, h, tokens_, dlogits.as<float>(), s.normed2.as<float>(), 0.0F,
+                 g(lp_.router));
+  kernels_->gemm(false, false, tokens_, h, e_all, dlogits.as<float>(), w(lp_.router), 1.0F,
+                 dnormed2.as<float>());
+  return dnormed2;
 }
 
 double DecoderDriver::step_loss() const {

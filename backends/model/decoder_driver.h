@@ -72,6 +72,11 @@ class DecoderDriver : public HostDecoder {
     DeviceArray gate;       // gate_proj normed2 (tokens x ffn)
     DeviceArray up;         // up_proj normed2
     DeviceArray act;        // silu(gate) * up: down_proj's input
+    // kLlama MoE layers (gate, up and act then hold the slots' rows: experts x capacity rows,
+    // in the order this rank's experts receive them: [source ep rank][local expert][slot]).
+    DeviceArray router;     // the router's softmax (tokens x experts)
+    DeviceArray xin;        // the routed copies the rank's experts take (slots x hidden)
+    DeviceArray comb;       // the expert outputs back at their tokens' rank ([expert][slot])
     bool computed = false;  // the intermediates (everything but x) are there
 
     bool has_intermediates() const { return computed; }
@@ -83,6 +88,9 @@ class DecoderDriver : public HostDecoder {
     int q = 0, q_bias = -1, k = 0, k_bias = -1, v = 0, v_bias = -1, o = 0, o_bias = -1;
     int gate = 0, gate_bias = -1, up = 0, up_bias = -1, down = 0, down_bias = -1;
     int input_norm = 0, post_norm = 0;
+    // MoE layers: the router, and local expert j's w1 (gate), w2 (down), w3 (up) at
+    // expert0 + 3j + 0, 1, 2 (no dense gate, up, down then).
+    int router = -1, expert0 = -1;
     int count = 0;
   };
   static LlamaParams llama_params(const DecoderConfig& config);
@@ -91,6 +99,21 @@ class DecoderDriver : public HostDecoder {
   static DecoderConfig local_config(const DecoderConfig& whole);
 
   bool split() const { return data_config_.tp > 1; }
+  bool moe() const { return config_.experts > 0; }
+  bool expert_split() const { return data_config_.ep > 1; }
+  // The router's choices of a microbatch (decoder_kernels.h, moe_route), recomputed from the
+  // kept softmax wherever needed.
+  struct Routing {
+    DeviceArray expert, weight, slot, slot_token;
+  };
+  Routing route(const DeviceArray& router_probs);
+  // The MoE block: from s.normed2 to s.comb (forward), and from the gradient dy at the layer's
+  // output to the gradient at normed2 (backward), with the expert-parallel all-to-alls.
+  void compute_moe(std::span<const float* const> params, Saved& s);
+  DeviceArray backward_moe(std::span<const float* const> params, std::span<float* const> grads,
+                           const Saved& s, const DeviceArray& dy);
+  void all_to_all(std::string_view site, const DeviceArray& send, std::int64_t n,
+                  DeviceArray& recv);
   bool ok() const;
   // False after a failure, or (then failing) without a split communicator for `site`.
   bool can_communicate(std::string_view site);
@@ -148,6 +171,8 @@ class DecoderDriver : public HostDecoder {
   Status comm_status_;
   std::int64_t vocab_first_ = 0;  // the first vocabulary row of this rank's slice
   std::int64_t vocab_valid_ = 0;  // the slice's rows that are not padding
+  std::int64_t local_experts_ = 0;  // experts / ep
+  std::int64_t capacity_ = 0;       // slots per expert of a microbatch (expert_capacity)
   std::int64_t num_mb_;
   std::int64_t rank_;
   std::int64_t world_;

@@ -190,6 +190,49 @@ class DecoderKernels {
                                        std::int64_t first, const std::int32_t* targets,
                                        const float* probs, float* dlogits) = 0;
 
+  // --- mixture of experts (docs/design/parallelism.md, "Experts for real") -------------------
+  // Routed copies are indexed (t, j): token t's j-th choice, j < top_k. Slots are indexed
+  // s = e x capacity + c: expert e's c-th slot.
+  // probs = the softmax of each row of x (rows x cols), computed stably (max subtracted).
+  virtual void softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs) = 0;
+  // Mixtral's top-k routing with capacity slots, from the router probabilities (rows x experts).
+  // choice_expert[t, j]: the j-th largest probability of row t (ties: the lower expert);
+  // choice_weight[t, j] = p[t, e] / sum of the row's chosen p. The copies take their expert's
+  // slots in order of (t, j); once an expert's `capacity` slots are taken the later copies are
+  // dropped: choice_slot[t, j] = the slot, or -1 when dropped; slot_token[s] = the token of slot
+  // s, or -1 when no copy took it. All four outputs are overwritten.
+  virtual void moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                         std::int64_t capacity, const float* probs, std::int32_t* choice_expert,
+                         float* choice_weight, std::int32_t* choice_slot,
+                         std::int32_t* slot_token) = 0;
+  // out[s] (slots x hidden) = x[slot_token[s]], or 0 for an empty slot.
+  virtual void moe_dispatch(std::int64_t slots, std::int64_t hidden, const std::int32_t* slot_token,
+                            const float* x, float* out) = 0;
+  // dx[t] (rows x hidden, overwritten) = sum over j of dslots[choice_slot[t, j]] (kept copies, in
+  // order of j).
+  virtual void moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                     const std::int32_t* choice_slot, const float* dslots,
+                                     float* dx) = 0;
+  // out[t] += sum over j of choice_weight[t, j] x y[choice_slot[t, j]] (kept copies, in order
+  // of j; the sum formed first, then added).
+  virtual void moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                           const std::int32_t* choice_slot, const float* choice_weight,
+                           const float* y, float* out) = 0;
+  // The combine's gradients from dout (rows x hidden): dy[s] (slots x hidden, overwritten) =
+  // choice_weight[t, j] x dout[t] for the copy (t, j) in slot s, 0 for an empty slot;
+  // dweight[t, j] = dout[t] . y[slot] (in double, rounded once), 0 for a dropped copy.
+  virtual void moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                                    std::int64_t slots, const std::int32_t* choice_slot,
+                                    const float* choice_weight, const float* y, const float* dout,
+                                    float* dweight, float* dy) = 0;
+  // The router's gradient at its logits (rows x experts, overwritten) from dweight: with Z the
+  // row's sum of chosen p and w = p / Z, dp[e] = (dweight[e] - sum_j w_j dweight_j) / Z for a
+  // chosen e, else 0; dlogits = p * (dp - sum_e p_e dp_e) (the softmax's backward; in double).
+  virtual void moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                                   const float* probs, const std::int32_t* choice_expert,
+                                   const float* choice_weight, const float* dweight,
+                                   float* dlogits) = 0;
+
  protected:
   // Keeps the first failure; later ones are consequences of it.
   void fail(Error error) {

@@ -11,6 +11,7 @@
 #include "backends/model/decoder_driver.h"
 #include "backends/model/decoder_kernels.h"
 #include "backends/model/kernels.h"
+#include "backends/model/moe_kernels.h"
 
 namespace fsdp::backend {
 namespace {
@@ -145,6 +146,43 @@ class HostKernels final : public DecoderKernels {
                                std::int64_t first, const std::int32_t* targets, const float* probs,
                                float* dlogits) override {
     backend::vocab_parallel_backward(cols, valid, first, ids(targets, rows), probs, dlogits);
+  }
+  void softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs) override {
+    backend::softmax_rows(rows, cols, x, probs);
+  }
+  void moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k, std::int64_t capacity,
+                 const float* probs, std::int32_t* choice_expert, float* choice_weight,
+                 std::int32_t* choice_slot, std::int32_t* slot_token) override {
+    backend::moe_route(rows, experts, top_k, capacity, probs, choice_expert, choice_weight,
+                       choice_slot, slot_token);
+  }
+  void moe_dispatch(std::int64_t slots, std::int64_t hidden, const std::int32_t* slot_token,
+                    const float* x, float* out) override {
+    backend::moe_dispatch(slots, hidden, slot_token, x, out);
+  }
+  void moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                             const std::int32_t* choice_slot, const float* dslots,
+                             float* dx) override {
+    backend::moe_dispatch_backward(rows, top_k, hidden, choice_slot, dslots, dx);
+  }
+  void moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                   const std::int32_t* choice_slot, const float* choice_weight, const float* y,
+                   float* out) override {
+    backend::moe_combine(rows, top_k, hidden, choice_slot, choice_weight, y, out);
+  }
+  void moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                            std::int64_t slots, const std::int32_t* choice_slot,
+                            const float* choice_weight, const float* y, const float* dout,
+                            float* dweight, float* dy) override {
+    backend::moe_combine_backward(rows, top_k, hidden, slots, choice_slot, choice_weight, y, dout,
+                                  dweight, dy);
+  }
+  void moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                           const float* probs, const std::int32_t* choice_expert,
+                           const float* choice_weight, const float* dweight,
+                           float* dlogits) override {
+    backend::moe_router_backward(rows, experts, top_k, probs, choice_expert, choice_weight, dweight,
+                                 dlogits);
   }
 };
 

@@ -499,7 +499,8 @@ void add_moe(const HubArch& a, const Split& sp, const std::string& p, ParamList&
   }
   // Router logits for every expert (a linear without bias), kept as fp32 probabilities; then
   // only the top_k experts a token is routed to, as grouped matmuls (torchtitan's MoE): per
-  // routed copy its gathered input, gate/up outputs, down input; the down outputs are combined.
+  // routed copy its gathered input, gate/up outputs, down input and down output (weighted and
+  // combined).
   // Under sequence parallelism the router sees the rank's 1/tp of the tokens.
   add_gemm(c, all_experts, h, 1, 1, sp.seq());
   // Each of the rank's experts sees top_k / experts of the expert-parallel group's tokens
@@ -526,7 +527,10 @@ void add_moe(const HubArch& a, const Split& sp, const std::string& p, ParamList&
   produce(c, m, Producer::kMatmul, routed(m.mul(ie, w)), routed(m.mul(ie, w)), expert_flops);
   produce(c, m, Producer::kMatmul, routed(m.mul(ie, w)), routed(m.mul(ie, w)), expert_flops);
   produce(c, m, Producer::kOther, routed(m.mul(ie, w)), routed(m.mul(ie, w)));
-  produce(c, m, Producer::kMatmul, routed(m.mul(h, w)), 0, expert_flops);
+  // The expert outputs are kept: the combine multiplies them by the routing weights, whose
+  // gradient reads them (HF Mixtral's `expert_layer(x) * routing_weights`, Megatron-LM's
+  // unpermute with probs).
+  produce(c, m, Producer::kMatmul, routed(m.mul(h, w)), routed(m.mul(h, w)), expert_flops);
   if (a.shared_intermediate > 0) {
     add_dense_mlp(a, sp, p, list, m, c, a.shared_intermediate, "mlp.shared_experts.",
                   "n_shared_experts");

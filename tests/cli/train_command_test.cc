@@ -101,8 +101,23 @@ TEST(TrainCommandTest, SplitsItCannotTrainAreOneLine) {
            "tp=2 needs a Llama-family model (--model); the small decoder has no attention heads",
            /*with_llama=*/false);
   one_line({"--mesh", "dp=2,tp=2", "--save", "/tmp/fsdpsim-never-written"},
-           "checkpoints of a tensor-parallel run (mesh dp=2,tp=2) are not implemented");
-  one_line({"--mesh", "dp=2,ep=2"}, "has an 'ep' axis, which the training backends do not run yet");
+           "checkpoints of a tensor- or expert-parallel run (mesh dp=2,tp=2) are not implemented");
+  one_line({"--mesh", "dp=2,ep=2"},
+           "decoder config: ep=2 needs a mixture-of-experts model (model_type mixtral)");
+  const std::vector<std::string> mixtral = {
+      "--model", "mixtral-8x7b", "--layers", "1",       "--hidden", "16", "--heads",
+      "4",       "--ffn",        "8",        "--vocab", "32"};
+  const auto with_mixtral = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = mixtral;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  one_line(with_mixtral({"--mesh", "dp=1,ep=3"}),
+           "decoder config: ep=3 must divide experts, got experts = 8", false);
+  one_line(with_mixtral({"--mesh", "dp=2,ep=2", "--capacity-factor", "1.1"}),
+           "slots per expert) must be a whole number", false);
+  one_line(with_mixtral({"--mesh", "dp=2,ep=2", "--save", "/tmp/fsdpsim-never-written"}),
+           "checkpoints of a tensor- or expert-parallel run (mesh dp=2,ep=2)", false);
 }
 
 TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
@@ -113,8 +128,9 @@ TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
     EXPECT_EQ(r.out.find("loss"), std::string::npos) << r.out;
   };
-  one_line({"--model", "mixtral-8x7b", "--layers", "1"},
-           "--model: model 'mixtral-8x7b': field 'model_type': expected llama, mistral or qwen2");
+  one_line({"--model", "deepseek-v3", "--layers", "1"},
+           "--model: model 'deepseek-v3': field 'model_type': expected llama, mistral, qwen2 or "
+           "mixtral");
   one_line({"--heads", "2"}, "--heads: expected --model too (the small decoder has no attention)");
   one_line({"--model", "llama-3-8b", "--kv-heads", "5"},
            "--kv-heads: expected a divisor of the number of heads 32, got 5");

@@ -298,6 +298,74 @@ TEST_F(CudaLlamaKernelsTest, VocabularyParallelKernelsMatchHost) {
   expect_close("embedding_slice_backward", dtable);
 }
 
+TEST_F(CudaLlamaKernelsTest, MixtureOfExpertsKernelsMatchHost) {
+  // 37 tokens, 2 of 8 experts each, 9 slots per expert: some copies are dropped.
+  const std::int64_t rows = 37;
+  const std::int64_t experts = 8;
+  const std::int64_t top_k = 2;
+  const std::int64_t capacity = 9;
+  const std::int64_t hidden = 19;
+  const std::int64_t slots = experts * capacity;
+  Pair logits = pair(random_vector(static_cast<std::size_t>(rows * experts), 31, -3.0F, 3.0F));
+  Pair probs = zeros(static_cast<std::size_t>(rows * experts));
+  host_->softmax_rows(rows, experts, logits.h(), probs.h());
+  dev_->softmax_rows(rows, experts, logits.d(), probs.d());
+  expect_close("softmax_rows", probs);
+  // Both sets route the host's probabilities, so that their choices can be compared exactly.
+  const std::vector<float> p = probs.host_values();
+  dev_->upload(probs.d(), p.data(), static_cast<std::int64_t>(p.size() * sizeof(float)));
+  const auto ints = [&](DecoderKernels& k, std::int64_t n) { return k.array<std::int32_t>(n); };
+  DeviceArray h_expert = ints(*host_, rows * top_k), d_expert = ints(*dev_, rows * top_k);
+  DeviceArray h_slot = ints(*host_, rows * top_k), d_slot = ints(*dev_, rows * top_k);
+  DeviceArray h_token = ints(*host_, slots), d_token = ints(*dev_, slots);
+  Pair weight = zeros(static_cast<std::size_t>(rows * top_k));
+  Pair x = pair(random_vector(static_cast<std::size_t>(rows * hidden), 32));
+  Pair dispatched = zeros(static_cast<std::size_t>(slots * hidden));
+  Pair y = pair(random_vector(static_cast<std::size_t>(slots * hidden), 33));
+  Pair out = pair(random_vector(static_cast<std::size_t>(rows * hidden), 34));
+  Pair dout = pair(random_vector(static_cast<std::size_t>(rows * hidden), 35));
+  Pair dweight = zeros(static_cast<std::size_t>(rows * top_k));
+  Pair dy = zeros(static_cast<std::size_t>(slots * hidden));
+  Pair dx = zeros(static_cast<std::size_t>(rows * hidden));
+  Pair dlogits = zeros(static_cast<std::size_t>(rows * experts));
+  for (DecoderKernels* k : {host_.get(), dev_.get()}) {
+    const bool h = k == host_.get();
+    const auto sel = [h](const Pair& v) { return h ? v.h() : v.d(); };
+    auto* e = (h ? h_expert : d_expert).as<std::int32_t>();
+    auto* s = (h ? h_slot : d_slot).as<std::int32_t>();
+    auto* t = (h ? h_token : d_token).as<std::int32_t>();
+    k->moe_route(rows, experts, top_k, capacity, sel(probs), e, sel(weight), s, t);
+    k->moe_dispatch(slots, hidden, t, sel(x), sel(dispatched));
+    k->moe_combine(rows, top_k, hidden, s, sel(weight), sel(y), sel(out));
+    k->moe_combine_backward(rows, top_k, hidden, slots, s, sel(weight), sel(y), sel(dout),
+                            sel(dweight), sel(dy));
+    k->moe_dispatch_backward(rows, top_k, hidden, s, sel(dy), sel(dx));
+    k->moe_router_backward(rows, experts, top_k, sel(probs), e, sel(weight), sel(dweight),
+                           sel(dlogits));
+  }
+  ASSERT_TRUE(dev_->ok()) << dev_->status().error().message();
+  const auto same_ints = [&](const char* what, const DeviceArray& hd, const DeviceArray& dd,
+                             std::int64_t n) {
+    std::vector<std::int32_t> a(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> b(static_cast<std::size_t>(n));
+    host_->download(a.data(), hd.as<void>(), n * 4);
+    dev_->download(b.data(), dd.as<void>(), n * 4);
+    EXPECT_EQ(a, b) << what;
+    return a;
+  };
+  same_ints("choice_expert", h_expert, d_expert, rows * top_k);
+  const std::vector<std::int32_t> kept = same_ints("choice_slot", h_slot, d_slot, rows * top_k);
+  same_ints("slot_token", h_token, d_token, slots);
+  EXPECT_NE(std::find(kept.begin(), kept.end(), -1), kept.end()) << "no copy was dropped";
+  expect_close("moe_route weights", weight);
+  expect_close("moe_dispatch", dispatched);
+  expect_close("moe_combine", out);
+  expect_close("moe_combine_backward dweight", dweight);
+  expect_close("moe_combine_backward dy", dy);
+  expect_close("moe_dispatch_backward", dx);
+  expect_close("moe_router_backward", dlogits);
+}
+
 TEST_F(CudaLlamaKernelsTest, AttentionRejectsKvHeadsThatDoNotDivideHeads) {
   Pair x = zeros(64);
   Pair lse = zeros(8);

@@ -199,6 +199,51 @@ class ForwardingKernels final : public DecoderKernels {
     }
   }
 
+  void softmax_rows(std::int64_t rows, std::int64_t cols, const float* x, float* probs) override {
+    if (next()) {
+      inner_->softmax_rows(rows, cols, x, probs);
+    }
+  }
+  void moe_route(std::int64_t rows, std::int64_t experts, std::int64_t top_k, std::int64_t cap,
+                 const float* probs, std::int32_t* ce, float* cw, std::int32_t* cs,
+                 std::int32_t* st) override {
+    if (next()) {
+      inner_->moe_route(rows, experts, top_k, cap, probs, ce, cw, cs, st);
+    }
+  }
+  void moe_dispatch(std::int64_t slots, std::int64_t hidden, const std::int32_t* st, const float* x,
+                    float* out) override {
+    if (next()) {
+      inner_->moe_dispatch(slots, hidden, st, x, out);
+    }
+  }
+  void moe_dispatch_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                             const std::int32_t* cs, const float* ds, float* dx) override {
+    if (next()) {
+      inner_->moe_dispatch_backward(rows, top_k, hidden, cs, ds, dx);
+    }
+  }
+  void moe_combine(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                   const std::int32_t* cs, const float* cw, const float* y, float* out) override {
+    if (next()) {
+      inner_->moe_combine(rows, top_k, hidden, cs, cw, y, out);
+    }
+  }
+  void moe_combine_backward(std::int64_t rows, std::int64_t top_k, std::int64_t hidden,
+                            std::int64_t slots, const std::int32_t* cs, const float* cw,
+                            const float* y, const float* dout, float* dw, float* dy) override {
+    if (next()) {
+      inner_->moe_combine_backward(rows, top_k, hidden, slots, cs, cw, y, dout, dw, dy);
+    }
+  }
+  void moe_router_backward(std::int64_t rows, std::int64_t experts, std::int64_t top_k,
+                           const float* probs, const std::int32_t* ce, const float* cw,
+                           const float* dw, float* dl) override {
+    if (next()) {
+      inner_->moe_router_backward(rows, experts, top_k, probs, ce, cw, dw, dl);
+    }
+  }
+
  private:
   // Counts the call; false once the set has failed (the injected call fails it).
   bool next() {

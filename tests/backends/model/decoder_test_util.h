@@ -67,6 +67,17 @@ inline HubArch tiny_tp_llama_arch() {
   return a;
 }
 
+// A tiny Mixtral architecture: tiny_llama_arch's attention, every MLP `experts` SwiGLU experts
+// of width 12 behind a top-k router.
+inline HubArch tiny_moe_arch(std::int64_t experts = 4, std::int64_t top_k = 2) {
+  HubArch a = tiny_llama_arch(/*biases=*/false);
+  a.model_type = "mixtral";
+  a.experts = experts;
+  a.top_k = top_k;
+  a.expert_intermediate = a.intermediate;
+  return a;
+}
+
 // tiny_llama_arch as a config of 2 samples of 5 tokens.
 inline DecoderConfig tiny_llama_config(bool biases = false) {
   auto c = decoder_config_of_arch(tiny_llama_arch(biases), "tiny-llama", /*seq_len=*/5,

@@ -25,11 +25,22 @@ using testing::tiny_llama_config;
 
 // Both families: the small decoder, the Llama network (GQA, RoPE, SwiGLU) and the Llama network
 // with every bias (q/k/v, o_proj, MLP).
+// The Mixtral case routes every token to every expert (top_k = experts) with room for all: the
+// loss is then smooth in the router too (expert_parallel_test.cc checks the top-k and the drops).
+DecoderConfig tiny_moe_config() {
+  return decoder_config_of_arch(testing::tiny_moe_arch(/*experts=*/4, /*top_k=*/4), "tiny-moe",
+                                /*seq_len=*/5, /*micro_batch_size=*/2, /*seed=*/42)
+      .value();
+}
+
 std::vector<DecoderConfig> every_family() {
-  return {tiny_config(), tiny_llama_config(false), tiny_llama_config(true)};
+  return {tiny_config(), tiny_llama_config(false), tiny_llama_config(true), tiny_moe_config()};
 }
 
 std::string family_name(const DecoderConfig& c) {
+  if (c.experts > 0) {
+    return "mixtral";
+  }
   return c.family == DecoderFamily::kMlp ? "mlp" : (c.qkv_bias ? "llama+biases" : "llama");
 }
 

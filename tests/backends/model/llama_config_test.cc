@@ -79,8 +79,8 @@ TEST(LlamaConfigTest, UntrainableArchitecturesNameTheField) {
     EXPECT_NE(c.error().message().find(needle), std::string::npos) << c.error().message();
     EXPECT_EQ(c.error().message().find('\n'), std::string::npos);
   };
-  refused(preset_doc("mixtral-8x7b"), "field 'model_type': expected llama, mistral or qwen2");
-  refused(preset_doc("deepseek-v3"), "field 'model_type'");
+  refused(preset_doc("deepseek-v3"),
+          "field 'model_type': expected llama, mistral, qwen2 or mixtral");
   json tied = preset_doc("llama-3-8b");
   tied["tie_word_embeddings"] = true;
   refused(tied, "field 'tie_word_embeddings'");
@@ -95,6 +95,24 @@ TEST(LlamaConfigTest, UntrainableArchitecturesNameTheField) {
   json odd = preset_doc("llama-3-8b");
   odd["head_dim"] = 5;
   refused(odd, "field 'head_dim': expected an even head size");
+}
+
+TEST(LlamaConfigTest, MixtralTrainsWithItsRouter) {
+  HubOverrides o;
+  o.layers = 1;
+  o.hidden = 16;
+  o.heads = 4;
+  o.ffn = 8;
+  o.vocab = 32;
+  const DecoderConfig c = shrunk("mixtral-8x7b", o);
+  EXPECT_EQ(c.experts, 8);
+  EXPECT_EQ(c.top_k, 2);
+  EXPECT_EQ(c.ffn, 8);
+  ASSERT_TRUE(validate(c).ok()) << validate(c).error().message();
+  // The experts and the router are the importer's tensors.
+  const Model m = decoder_model(c).value();
+  EXPECT_EQ(m.units()[1].params().size(), 4U + 1U + 3U * 8U + 2U);
+  EXPECT_EQ(expert_capacity(c), 2 * c.micro_batch_size * c.seq_len / 8);
 }
 
 TEST(LlamaConfigTest, ValidateChecksTheAttentionFields) {
@@ -113,8 +131,9 @@ TEST(LlamaConfigTest, ValidateChecksTheAttentionFields) {
   EXPECT_NE(validate(bad).error().message().find("head_dim must be even"), std::string::npos);
   bad = c;
   bad.model_type = "gpt2";
-  EXPECT_NE(validate(bad).error().message().find("model_type must be llama, mistral or qwen2"),
-            std::string::npos);
+  EXPECT_NE(
+      validate(bad).error().message().find("model_type must be llama, mistral, qwen2 or mixtral"),
+      std::string::npos);
 }
 
 }  // namespace
