@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared-memory collectives between threads. Two barriers per collective: after the first every
 // member's buffers are posted and stable; after the second nobody reads them any more, so a
-// member may then overwrite its own buffer (the in-place all-reduce writes its result only then).
+// member may then overwrite its own buffer (the in-place all-reduce and reduce-scatter write their
+// results only then).
 #include "backends/cpu/in_process_comm.h"
 
 #include <algorithm>
@@ -211,6 +212,8 @@ Status Channel::run(std::int64_t member, Slot mine) {
   const std::int64_t es = dtype_bytes(me.dtype);
   std::vector<float> reduced;
   if (me.kind == OpKind::kAllToAll) {
+    // Written before the second barrier while the others still read this member's send: safe
+    // because an all-to-all's send and recv never overlap (Communicator::all_to_all).
     const std::int64_t n = me.counts[0] * es;  // bytes per member
     for (std::size_t k = 0; k < slots_.size() && n > 0; ++k) {
       std::memcpy(static_cast<char*>(me.recv) + static_cast<std::int64_t>(k) * n,
@@ -226,17 +229,18 @@ Status Channel::run(std::int64_t member, Slot mine) {
       off += me.counts[k];
     }
   } else if (me.kind == OpKind::kReduceScatter) {
+    // Into a temporary, written after the second barrier: in place (recv = send + off) the
+    // output overwrites this member's own input, which the sum still reads.
     std::int64_t off = 0;
     for (std::int64_t k = 0; k < member; ++k) {
       off += me.counts[idx(k)];
     }
-    auto* out = static_cast<float*>(me.recv);
     const std::int64_t n = me.counts[idx(member)];
-    std::fill(out, out + n, 0.0F);
+    reduced.assign(idx(n), 0.0F);
     for (const Slot& s : slots_) {
       const float* in = static_cast<const float*>(s.send) + off;
       for (std::int64_t j = 0; j < n; ++j) {
-        out[j] += in[j];
+        reduced[idx(j)] += in[j];
       }
     }
   } else {
@@ -250,7 +254,7 @@ Status Channel::run(std::int64_t member, Slot mine) {
     }
   }
   FSDP_RETURN_IF_ERROR(barrier(member, what));
-  if (me.kind == OpKind::kAllReduce) {
+  if (me.kind == OpKind::kAllReduce || me.kind == OpKind::kReduceScatter) {
     std::copy(reduced.begin(), reduced.end(), static_cast<float*>(me.recv));
   }
   return ok_status();

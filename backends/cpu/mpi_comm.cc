@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -416,10 +417,21 @@ class MpiComm final : public exec::Communicator {
     FSDP_RETURN_IF_ERROR(check(dtype, counts));
     Scratch& s = scratch(stream);
     FSDP_RETURN_IF_ERROR(to_int(counts, s));
+    // In place (recv = send + this member's displacement): MPI_IN_PLACE takes the input from
+    // recvbuf, whole, and leaves the result at its start; it is then moved to its own offset.
+    const std::ptrdiff_t mine = s.displs[idx(rank_)];
+    const bool in_place = static_cast<const float*>(send) + mine == static_cast<float*>(recv);
     Guard g(this, stream, "reduce-scatter");
-    const int rc =
-        MPI_Reduce_scatter(send, recv, s.counts.data(), MPI_FLOAT, MPI_SUM, comm(stream));
-    return rc == MPI_SUCCESS ? ok_status() : Status(mpi_error(rc, "MPI_Reduce_scatter"));
+    float* base = static_cast<float*>(recv) - (in_place ? mine : 0);
+    const int rc = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : send, base, s.counts.data(),
+                                      MPI_FLOAT, MPI_SUM, comm(stream));
+    if (rc != MPI_SUCCESS) {
+      return mpi_error(rc, "MPI_Reduce_scatter");
+    }
+    if (in_place && mine > 0 && s.counts[idx(rank_)] > 0) {
+      std::memmove(recv, base, idx(s.counts[idx(rank_)]) * sizeof(float));
+    }
+    return ok_status();
   }
   Status all_reduce(StreamKind stream, DType dtype, void* buf, std::int64_t count) override {
     FSDP_RETURN_IF_ERROR(check(dtype, std::span<const std::int64_t>()));

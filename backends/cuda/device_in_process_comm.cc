@@ -149,6 +149,14 @@ class DeviceComm final : public exec::Communicator {
         off += counts[idx(k)];
       }
       n = counts[idx(rank())];
+      // In place (recv = send + off) the output is this member's own input. The peers read only
+      // their own chunks of it, but the reduction runs in launches of at most 64 members, and
+      // a later launch would read the input an earlier one overwrote: reduce into scratch,
+      // copied out after the second exchange as the all-reduce is.
+      if (n > 0 && static_cast<const float*>(me.send) + off == out) {
+        FSDP_TRY(scratch, DeviceBuffer::make(n * 4, s));
+        out = scratch.as<float>();
+      }
     } else {
       FSDP_TRY(scratch, DeviceBuffer::make(n * 4, s));
       out = scratch.as<float>();
@@ -204,7 +212,7 @@ class DeviceComm final : public exec::Communicator {
     FSDP_RETURN_IF_ERROR(work);
     FSDP_RETURN_IF_ERROR(met);
     FSDP_RETURN_IF_ERROR(wait_all(s, all, /*done=*/true));
-    if (kind == OpKind::kAllReduce && counts[0] > 0) {
+    if (scratch.data() != nullptr && scratch.bytes() > 0) {  // all-reduce, in-place RS
       FSDP_CUDA_TRY(cudaMemcpyAsync(recv, scratch.data(), idx(scratch.bytes()),
                                     cudaMemcpyDeviceToDevice, s));
     }

@@ -329,6 +329,10 @@ Status NcclCommunicator::reduce_scatter_v(StreamKind kind, DType dtype, const vo
   if (max == 0) {
     return ok_status();
   }
+  // In place (recv = send + the counts before this member) needs nothing of its own: with even
+  // counts that is NCCL's in-place reduce-scatter (recvbuff = sendbuff + rank x recvcount);
+  // uneven, the input is packed into `padded` before the collective and `recv` written only
+  // after it, in the stream's order.
   if (even) {
     return comms_->issued(ncclReduceScatter(send, recv, idx(max), type, ncclSum, comm, stream),
                           comm, "ncclReduceScatter");

@@ -34,7 +34,10 @@ class Communicator {
   virtual Status all_gather_v(StreamKind stream, DType dtype, const void* send,
                               std::span<const std::int64_t> counts, void* recv) = 0;
   // recv (counts[rank()] elements) = Σ over members of send[offset .. offset + counts[rank()]),
-  // offset = Σ_{k<rank()} counts[k]; send holds Σ counts elements.
+  // offset = Σ_{k<rank()} counts[k]; send holds Σ counts elements. recv may be send + offset: in
+  // place, the member's own chunk of its input becomes its output and the rest of send is
+  // undefined afterwards (MPI_IN_PLACE may use it), as in the executor's steps of a multi-axis
+  // gradient reduction before the last. Otherwise recv must not overlap send.
   virtual Status reduce_scatter_v(StreamKind stream, DType dtype, const void* send,
                                   std::span<const std::int64_t> counts, void* recv) = 0;
   // buf (count elements) = Σ over members of buf, in place.

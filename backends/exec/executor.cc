@@ -48,7 +48,9 @@ struct Ref {
   std::int64_t start = 0;
 };
 
-// What a collective reads and writes, for ExecutorOptions::on_collective.
+// What a collective reads and writes, for ExecutorOptions::on_collective. An in-place
+// reduce-scatter overwrites part of its input: `input_copy` then holds the input range as it was
+// before the collective (taken only when an observer is set).
 struct Seen {
   Ref in;
   Ref out;
@@ -56,6 +58,7 @@ struct Seen {
   bool has_input = true;
   bool has_acc = false;
   bool overwrote = false;
+  std::shared_ptr<std::vector<float>> input_copy;
 };
 
 // This rank's ranges of one group under each Extent (kNone unused).
@@ -616,13 +619,16 @@ class ExecutorImpl final : public Executor {
           }
         }
       }
-      const RedistributeLeg& reduce = g.leg(CollectiveLeg::kGradReduce);
-      if (reduce.steps.size() > 1 ||
-          (reduce.steps.size() == 1 && reduce.steps[0].kind != RedistributeKind::kReduceScatter)) {
-        return Error(ErrorCode::kFailedPrecondition,
-                     str_cat(where(g), ": the executor reduces gradients with at most one "
-                                       "reduce-scatter; got ",
-                             reduce.steps.size(), " steps"));
+      // A chain of reduce-scatters (one per sharded DP axis, inner first): the steps before
+      // the last work in place in the partial buffer (the schedule's operands say so).
+      for (const RedistributeStep& s : g.leg(CollectiveLeg::kGradReduce).steps) {
+        if (s.kind != RedistributeKind::kReduceScatter) {
+          return Error(ErrorCode::kFailedPrecondition,
+                       str_cat(where(g),
+                               ": the executor reduces gradients with reduce-scatters "
+                               "only; got a ",
+                               to_string(s.kind)));
+        }
       }
       if (g.leg(CollectiveLeg::kGradFinalize).steps.size() > 1) {
         return Error(ErrorCode::kFailedPrecondition,
@@ -856,7 +862,7 @@ class ExecutorImpl final : public Executor {
     Seen seen;
     if (op.kind == OpKind::kAllReduce) {
       const Ref buf = ref(operands[0]);
-      seen = Seen{buf, buf, {}, false, false, false};
+      seen = Seen{buf, buf, {}, false, false, false, nullptr};
       task = [this, comm, stream, buf, &cg]() -> Status {
         return comm->all_reduce(stream, DType::kFp32, resolve(buf) + (cg.in.start - buf.start),
                                 cg.in.numel);
@@ -864,7 +870,7 @@ class ExecutorImpl final : public Executor {
     } else if (op.kind == OpKind::kAllGather) {
       const Ref src = ref(operands[0]);
       const Ref dst = ref(operands[1]);
-      seen = Seen{src, dst, {}, true, false, false};
+      seen = Seen{src, dst, {}, true, false, false, nullptr};
       task = [this, comm, stream, src, dst, &cg]() -> Status {
         return comm->all_gather_v(stream, DType::kFp32, resolve(src) + (cg.in.start - src.start),
                                   cg.counts, resolve(dst) + (cg.out.start - dst.start));
@@ -875,11 +881,23 @@ class ExecutorImpl final : public Executor {
       const bool accumulates = operands.size() == 3;
       const Ref acc = accumulates ? ref(operands[2]) : Ref{};
       const bool overwrite = accumulates && operands[2].access == Access::kWrite;
-      seen = Seen{src, dst, acc, true, accumulates, overwrite};
-      task = [this, comm, stream, src, dst, acc, accumulates, overwrite, &cg]() -> Status {
+      // A step before the last of a multi-axis reduction writes into the buffer it reads (the
+      // output range is this rank's chunk of the input range: Communicator's in place).
+      const bool in_place =
+          operands[0].space == operands[1].space && operands[0].buffer == operands[1].buffer;
+      std::shared_ptr<std::vector<float>> input_copy;
+      if (in_place && options_.on_collective) {
+        input_copy = std::make_shared<std::vector<float>>();
+      }
+      seen = Seen{src, dst, acc, true, accumulates, overwrite, input_copy};
+      task = [this, comm, stream, src, dst, acc, accumulates, overwrite, input_copy,
+              &cg]() -> Status {
+        const float* in = resolve(src) + (cg.in.start - src.start);
+        if (input_copy != nullptr) {  // host-addressable memory (Executor::make checks)
+          input_copy->assign(in, in + cg.in.numel);
+        }
         float* out = resolve(dst) + (cg.out.start - dst.start);
-        FSDP_RETURN_IF_ERROR(comm->reduce_scatter_v(
-            stream, DType::kFp32, resolve(src) + (cg.in.start - src.start), cg.counts, out));
+        FSDP_RETURN_IF_ERROR(comm->reduce_scatter_v(stream, DType::kFp32, in, cg.counts, out));
         if (!accumulates) {
           return ok_status();
         }
@@ -946,7 +964,9 @@ class ExecutorImpl final : public Executor {
     const Range out = cg.kind == OpKind::kAllReduce ? cg.in : cg.out;
     CollectiveObservation o{rank_, step_, i, collective, cg.kind, axis_rank, cg.in, out,
                             {}, view(seen.out, out), {}, seen.overwrote};
-    if (seen.has_input) {
+    if (seen.input_copy != nullptr) {
+      o.input = *seen.input_copy;
+    } else if (seen.has_input) {
       o.input = view(seen.in, cg.in);
     }
     if (seen.has_acc) {

@@ -43,10 +43,13 @@ struct OpTiming {
 // checks on real data. `in` and `out` are ranges of the group's GlobalLayout (Schedule::
 // collectives()[collective] names the unit, group and leg); `input` and `output` hold the values
 // of those elements. An all-reduce works in place: `input` is then empty and `output` holds the
-// result. A reduce-scatter with an accumulator operand (the last step of a grad_reduce leg) also
-// shows the accumulator over `out` after the executor added the schedule's gradient scale times
-// the output to it (`overwrote`: it was set, not added to; then `output` may alias it). The spans point into the device's memory (host
-// memory on the CPU device) and are valid only during the call.
+// result. A reduce-scatter before the last of a multi-axis grad_reduce leg works in place in the
+// partial buffer (its output overwrites part of its input): `input` is then a copy the executor
+// took before the collective. A reduce-scatter with an accumulator operand (the last step of a
+// grad_reduce leg) also shows the accumulator over `out` after the executor added the schedule's
+// gradient scale times the output to it (`overwrote`: it was set, not added to; then `output` may
+// alias it). The spans point into the device's memory (host memory on the CPU device) and are valid
+// only during the call.
 struct CollectiveObservation {
   std::int64_t rank = 0;
   std::int64_t step = 0;

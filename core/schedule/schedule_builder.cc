@@ -890,13 +890,14 @@ class ProgramBuilder {
                                  reduce.steps[s].axis)],
                              rank_));
       const bool last = s + 1 == reduce.steps.size();
-      // Step 0 reads the partial buffer; later steps reduce within their output.
-      const Operand src = s == 0 ? transient(partial, Access::kRead, gi, Extent::kFull)
-                          : reduced >= 0
-                              ? transient(reduced, Access::kRead, gi, Extent::kGradient)
-                              : accumulator(gi, Access::kRead);
-      const Operand dst = reduced >= 0 ? transient(reduced, Access::kWrite, gi, Extent::kGradient)
-                                       : accumulator(gi, Access::kWrite);
+      // Every step reads the partial buffer (the full layout). A step before the last (a chain
+      // of reduce-scatters over several axes, inner first) writes its output, 1/size of its
+      // input, in place there: the temporary and the accumulator hold only the final shard.
+      // The multi-step unshard gathers in place in the unsharded buffer likewise.
+      const Operand src = transient(partial, Access::kRead, gi, Extent::kFull);
+      const Operand dst = !last          ? transient(partial, Access::kWrite, gi, Extent::kFull)
+                          : reduced >= 0 ? transient(reduced, Access::kWrite, gi, Extent::kGradient)
+                                         : accumulator(gi, Access::kWrite);
       const OpKind kind = collective_kind(reduce.steps[s].kind);
       const auto axis = static_cast<std::int32_t>(reduce.steps[s].axis);
       const std::int32_t index = plan.of(CollectiveLeg::kGradReduce)[s];

@@ -14,6 +14,7 @@
 #include "core/base/check.h"
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
+#include "core/schedule/group_geometry.h"
 
 namespace fsdp {
 namespace {
@@ -626,6 +627,64 @@ Status operands_program(const ScheduleParts& s, std::size_t c, const HappensBefo
   return ok_status();
 }
 
+// A parameter collective's operands hold the layout ranges it moves on the rank class's
+// representative rank: the send operand's extent covers the step's input range, the receive
+// operand's (and the accumulator's) its output range, and an all-reduce's operand its range. A
+// buffer of extent E holds exactly the rank's range of E (the backends address it that way), so
+// a step whose output lies outside its receive operand's extent would write past that buffer. A
+// reduce-scatter before the last of a chain writes into the partial buffer it reads (extent
+// kFull), in place, which passes.
+Status operand_ranges_program(const ScheduleParts& s, std::size_t c) {
+  const Where where(s, c);
+  const RankProgram& p = s.programs[c];
+  const ShardGeometry& geo = s.groups();
+  const std::int64_t rank = p.representative_rank;
+  std::map<std::int32_t, CollectiveGeometry> cache;  // by collective index
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& op = p.ops[i];
+    if (!is_collective(op.kind) || op.num_operands == 0) {
+      continue;
+    }
+    const CollectiveInfo& info = s.collectives[idx(op.collective)];
+    if (info.activation >= 0 || info.geometry_group < 0) {
+      continue;
+    }
+    const GroupGeometry& g = geo.groups[idx(info.geometry_group)];
+    auto it = cache.find(op.collective);
+    if (it == cache.end()) {
+      auto cg = collective_geometry(g, info.leg, idx(info.leg_step), s.mesh, rank);
+      if (!cg) {
+        return where.fail(cg.error().code(), i, cg.error().message());
+      }
+      it = cache.emplace(op.collective, std::move(*cg)).first;
+    }
+    const CollectiveGeometry& cg = it->second;
+    const std::span<const Operand> operands = p.operands_of(op);
+    for (std::size_t k = 0; k < operands.size(); ++k) {
+      const Operand& o = operands[k];
+      if (o.extent == Extent::kNone) {
+        continue;
+      }
+      // Operand 0 is the send buffer (an all-reduce's only one); the others receive.
+      const bool input = k == 0;
+      const Range want = input || op.kind == OpKind::kAllReduce ? cg.in : cg.out;
+      auto have = extent_range(g, o.extent, rank);
+      if (!have) {
+        return where.fail(have.error().code(), i, have.error().message());
+      }
+      if (want.numel > 0 && (want.start < have->start || want.end() > have->end())) {
+        return where.fail(
+            ErrorCode::kFailedPrecondition, i,
+            str_cat("operand ", describe(o), " of extent ", to_string(o.extent), " holds [",
+                    have->start, ", ", have->end(), "); the ", to_string(info.leg), " step ",
+                    info.leg_step, input ? " reads [" : " writes [", want.start, ", ", want.end(),
+                    ")"));
+      }
+    }
+  }
+  return ok_status();
+}
+
 // Indices of the collective ops of each stream, in issue order.
 std::array<std::vector<std::int32_t>, kNumStreams> collectives_by_stream(const RankProgram& p) {
   std::array<std::vector<std::int32_t>, kNumStreams> out;
@@ -755,6 +814,7 @@ Status check_operands(const ScheduleParts& schedule) {
   for (std::size_t c = 0; c < orders.size(); ++c) {
     FSDP_RETURN_IF_ERROR(buffers_program(schedule, c, orders[c]));
     FSDP_RETURN_IF_ERROR(operands_program(schedule, c, orders[c]));
+    FSDP_RETURN_IF_ERROR(operand_ranges_program(schedule, c));
   }
   return ok_status();
 }
@@ -771,6 +831,7 @@ Status verify_schedule(const ScheduleParts& schedule) {
   for (std::size_t c = 0; c < orders.size(); ++c) {
     FSDP_RETURN_IF_ERROR(buffers_program(schedule, c, orders[c]));
     FSDP_RETURN_IF_ERROR(operands_program(schedule, c, orders[c]));
+    FSDP_RETURN_IF_ERROR(operand_ranges_program(schedule, c));
   }
   return collectives_impl(schedule);
 }

@@ -42,7 +42,11 @@ Status check_buffer_lifetimes(const ScheduleParts& schedule);
 // its allocation and before its release, and the buffer belongs to the operand's group; every
 // read of a transient buffer has a write before it; conflicting accesses to a buffer (one of them
 // a write) are ordered by happens-before in issue order, so a read sees the latest write on every
-// path and no two writes race. Resident buffers hold their values from the previous step.
+// path and no two writes race. Resident buffers hold their values from the previous step. Each
+// parameter collective's operands hold the layout ranges it moves on the representative rank:
+// the send operand's extent covers the step's input range, the receive operand's and the
+// accumulator's its output range (a buffer of extent E holds exactly the rank's range of E; a
+// reduce-scatter before the last of a chain works in place in the full-extent partial buffer).
 Status check_operands(const ScheduleParts& schedule);
 
 // (d) Every program issues, on each stream, the same sequence of (kind, axis, collective index)

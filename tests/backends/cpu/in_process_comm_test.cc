@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// In-process collectives: uneven all-gather and reduce-scatter, all-reduce, all-to-all, axis groups
-// of a 2-D mesh, mismatches and timeouts.
+// In-process collectives: uneven all-gather and reduce-scatter (also in place), all-reduce,
+// all-to-all, axis groups of a 2-D mesh, mismatches and timeouts.
 #include "backends/cpu/in_process_comm.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +54,38 @@ TEST(InProcessCommTest, UnevenAllGatherAndReduceScatter) {
   EXPECT_EQ(scattered[0], (std::vector<float>{6}));
   EXPECT_TRUE(scattered[1].empty());
   EXPECT_EQ(scattered[2], (std::vector<float>{6, 9, 24}));  // 2·3, 3·3, 4·(1+2+3)
+}
+
+// In place: recv = send + the counts of the members before this one (the executor's first
+// reduce-scatter of a two-axis gradient reduction). Each member's own chunk is both an input and
+// its output; the sum must still count every member's input, its own included (the rest of the
+// buffer, which the contract leaves undefined, keeps its input here). Uneven counts, one member
+// empty, repeated so a member that writes early would be caught by a slower peer.
+TEST(InProcessCommTest, InPlaceReduceScatterSumsEveryInputBeforeWriting) {
+  const std::vector<std::int64_t> counts = {2, 0, 3};
+  const std::vector<std::int64_t> offsets = {0, 2, 2};
+  std::vector<std::vector<float>> after(3);
+  run_ranks("dp=3", std::chrono::seconds(10), [&](std::int64_t r, exec::CommunicatorSet& c) {
+    const auto ri = static_cast<std::size_t>(r);
+    std::vector<float> buf(5);
+    for (int round = 0; round < 20; ++round) {
+      for (std::size_t j = 0; j < buf.size(); ++j) {
+        buf[j] = static_cast<float>((r + 1) * 10 + static_cast<std::int64_t>(j));
+      }
+      if (r == 0 && round % 2 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // let the others go first
+      }
+      ASSERT_TRUE(c.axis(0)
+                      .reduce_scatter_v(StreamKind::kReduceScatter, DType::kFp32, buf.data(),
+                                        counts, buf.data() + offsets[ri])
+                      .has_value());
+    }
+    after[ri] = buf;
+  });
+  // Element j sums to (10 + 20 + 30) + 3j.
+  EXPECT_EQ(after[0], (std::vector<float>{60, 63, 12, 13, 14}));
+  EXPECT_EQ(after[1], (std::vector<float>{20, 21, 22, 23, 24}));  // its chunk is empty
+  EXPECT_EQ(after[2], (std::vector<float>{30, 31, 66, 69, 72}));
 }
 
 TEST(InProcessCommTest, AllReduceStaysInsideTheAxisGroup) {

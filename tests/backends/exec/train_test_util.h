@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The tiny training spec the executor tests (CPU and GPU) train: a 2-layer decoder of hidden 8 on
-// 4-token samples, 3 steps, small enough for many cases under the sanitizers; and the Llama
-// network of that size.
+// 4-token samples, 3 steps, small enough for many cases under the sanitizers; the Llama network of
+// that size; setups with explicit placements.
 #pragma once
 
 #include "backends/exec/trainer.h"
+#include "core/policy/config_options.h"
+#include "core/schedule/schedule_builder.h"
 #include "tests/backends/model/decoder_test_util.h"
 
 namespace fsdp::exec::testing {
@@ -49,6 +51,28 @@ inline backend::DecoderConfig tiny_tp_llama(const backend::DecoderConfig& base,
                                  .value();
   c.tp = tensor_parallel_size(mesh);
   return c;
+}
+
+// The setup of `spec` with explicit placements (ConfigOptions::placements) in place of the
+// strategy's: e.g. ZeRO-3 on both DP axes of dp_outer=2,dp_inner=2 ([S, S]), which no strategy
+// names. The model and initial values are the spec's.
+inline TrainSetup setup_with_placements(const TrainSpec& spec, const Placements& placements) {
+  TrainSetup setup = prepare_training(spec).value();
+  ConfigOptions options = config_options_of(spec).value();
+  options.placements = placements;
+  setup.config = assemble_config(options).value();
+  Workload workload;
+  workload.seq_len = spec.model.seq_len;
+  workload.micro_batch_size = spec.model.micro_batch_size;
+  setup.schedule = build_schedule(setup.model, setup.config, workload).value();
+  return setup;
+}
+
+// [S, S] on the first two axes of `mesh` (every list).
+inline Placements shard_on_two_axes(const DeviceMesh& mesh) {
+  const Placement sh = Placement::shard();
+  return Placements::make(mesh, {std::int64_t{0}, std::int64_t{1}}, {sh, sh}, {sh, sh}, {sh, sh})
+      .value();
 }
 
 }  // namespace fsdp::exec::testing

@@ -6,6 +6,7 @@
 
 #include "core/base/strings.h"
 #include "core/model/model_presets.h"
+#include "core/policy/config_options.h"
 #include "core/schedule/group_geometry.h"
 #include "core/schedule/schedule_verifier.h"
 #include "tests/core/schedule/schedule_test_util.h"
@@ -763,6 +764,129 @@ TEST(ScheduleBuilderTest, OperandsBindTheBuffersTheBuilderAllocated) {
   }
   EXPECT_EQ(reduces, 3);
   EXPECT_EQ(forwards, 3);
+}
+
+// ZeRO-3 on both DP axes ([S, S]) on dp_outer=2,dp_inner=2: Partial^2 -> Shard^2 reduces in two
+// reduce-scatters, inner axis first (docs/design/parallelism.md). The schedule of `microbatches`.
+Schedule two_axis_zero3(std::int64_t microbatches) {
+  const DeviceMesh mesh = testing::mesh_of("dp_outer=2,dp_inner=2");
+  const Placement sh = Placement::shard();
+  ConfigOptions options;
+  options.mesh = mesh;
+  options.placements =
+      Placements::make(mesh, {std::int64_t{0}, std::int64_t{1}}, {sh, sh}, {sh, sh}, {sh, sh})
+          .value();
+  options.microbatches = microbatches;
+  return build(three_group_model(), assemble_config(options).value());
+}
+
+// The first of the two reduce-scatters writes its output (half the group) in place in the
+// partial buffer it reads (which holds the full layout); only the last writes the temporary or
+// the main grad, which hold the final quarter. Every collective's written operand is a buffer big
+// enough for the range the step writes, on every rank.
+TEST(ScheduleBuilderTest, TwoAxisReduceScatterWorksInPlaceInThePartialBuffer) {
+  const Schedule s = two_axis_zero3(2);
+  std::int64_t in_place = 0;
+  std::int64_t last = 0;
+  for (std::int64_t rank = 0; rank < s.mesh().size(); ++rank) {
+    const RankProgram& p = s.program_of_rank(rank);
+    std::map<std::int32_t, std::int64_t> elements;  // transient buffer -> allocated elements
+    for (const Op& op : p.ops) {
+      if (op.kind == OpKind::kAlloc) {
+        elements[op.buffer] = op.elements;
+      }
+    }
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      const Op& op = p.ops[i];
+      if (!is_collective(op.kind)) {
+        continue;
+      }
+      const CollectiveInfo& info = s.collectives()[static_cast<std::size_t>(op.collective)];
+      const GroupGeometry& g = s.geometry().groups[static_cast<std::size_t>(info.geometry_group)];
+      const CollectiveGeometry cg =
+          collective_geometry(g, info.leg, static_cast<std::size_t>(info.leg_step), s.mesh(), rank)
+              .value();
+      const auto operands = p.operands_of(op);
+      const std::string where = str_cat("rank ", rank, " op ", i, " (", to_string(info.leg),
+                                        " step ", info.leg_step, ")");
+      for (std::size_t k = 1; k < operands.size(); ++k) {
+        const Operand& o = operands[k];
+        const Range held = extent_range(g, o.extent, rank).value();
+        const std::int64_t size = o.space == BufferSpace::kTransient
+                                      ? elements.at(o.buffer)
+                                      : p.resident[static_cast<std::size_t>(o.buffer)].elements;
+        EXPECT_GE(size, held.numel) << where << " operand " << k;
+        EXPECT_LE(held.start, cg.out.start) << where << " operand " << k;
+        EXPECT_GE(held.end(), cg.out.end()) << where << " operand " << k;
+      }
+      if (info.leg != CollectiveLeg::kGradReduce) {
+        continue;
+      }
+      ASSERT_EQ(op.kind, OpKind::kReduceScatter) << where;
+      ASSERT_GE(operands.size(), 2u) << where;
+      EXPECT_EQ(operands[0].access, Access::kRead) << where;
+      EXPECT_EQ(operands[0].extent, Extent::kFull) << where;
+      EXPECT_EQ(elements.at(operands[0].buffer), g.layout.size()) << where;
+      if (info.leg_step == 0) {
+        // The inner axis first, in place: half of the full layout stays in the buffer.
+        EXPECT_EQ(op.axis, 1) << where;
+        ASSERT_EQ(operands.size(), 2u) << where;
+        EXPECT_EQ(operands[1].buffer, operands[0].buffer) << where;
+        EXPECT_EQ(operands[1].space, BufferSpace::kTransient) << where;
+        EXPECT_EQ(operands[1].access, Access::kWrite) << where;
+        EXPECT_EQ(operands[1].extent, Extent::kFull) << where;
+        EXPECT_EQ(cg.out.numel * 2, cg.in.numel) << where;
+        ++in_place;
+      } else {
+        // Then the outer axis from the partial buffer into the final quarter.
+        EXPECT_EQ(info.leg_step, 1) << where;
+        EXPECT_EQ(op.axis, 0) << where;
+        ASSERT_EQ(operands.size(), 3u) << where;
+        EXPECT_FALSE(operands[1].space == operands[0].space &&
+                     operands[1].buffer == operands[0].buffer)
+            << where;
+        EXPECT_EQ(operands[1].extent, Extent::kGradient) << where;
+        EXPECT_EQ(cg.out.numel * 4, g.layout.size()) << where;
+        ++last;
+      }
+    }
+  }
+  // 3 groups x 2 microbatches x 4 ranks.
+  EXPECT_EQ(in_place, 3 * 2 * 4);
+  EXPECT_EQ(last, 3 * 2 * 4);
+}
+
+// The verifier refuses the IR this builder emitted before: the first reduce-scatter writing its
+// half of the group into the buffer of the final quarter (the temporary or the main grad).
+TEST(ScheduleBuilderTest, VerifierRefusesAReduceScatterStepThatWritesPastItsBuffer) {
+  const Schedule s = two_axis_zero3(1);
+  ScheduleParts parts = s.parts();
+  RankProgram& p = parts.programs.front();
+  bool moved = false;
+  for (std::size_t i = 0; i + 1 < p.ops.size() && !moved; ++i) {
+    const Op& op = p.ops[i];
+    if (op.kind != OpKind::kReduceScatter ||
+        parts.collectives[static_cast<std::size_t>(op.collective)].leg_step != 0) {
+      continue;
+    }
+    // The next collective of the group is the last step: its receive operand.
+    for (std::size_t j = i + 1; j < p.ops.size(); ++j) {
+      if (p.ops[j].kind == OpKind::kReduceScatter && p.ops[j].unit == op.unit &&
+          p.ops[j].group == op.group) {
+        p.operands[static_cast<std::size_t>(op.first_operand) + 1] =
+            p.operands[static_cast<std::size_t>(p.ops[j].first_operand) + 1];
+        moved = true;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(moved);
+  const Status st = verify_schedule(parts);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("of extent gradient holds ["), std::string::npos)
+      << st.error().message();
+  EXPECT_NE(st.error().message().find("the grad_reduce step 0 writes ["), std::string::npos)
+      << st.error().message();
 }
 
 // ZeRO-1 reduces without communication: a grad accumulate adds the partial buffer into the
