@@ -83,6 +83,26 @@ TEST(TrainCommandTest, LlamaModelTrainsAndPassesTheCheck) {
   }
 }
 
+TEST(TrainCommandTest, MixtralTrainsWithExpertParallelismAndPassesTheCheck) {
+  for (const char* mesh : {"dp=2,ep=2", "dp=4"}) {
+    const std::vector<std::string> args = {"--model",        "mixtral-8x7b",
+                                           "--layers",       "2",
+                                           "--hidden",       "16",
+                                           "--heads",        "4",
+                                           "--ffn",          "32",
+                                           "--vocab",        "32",
+                                           "--seq-len",      "8",
+                                           "--mesh",         mesh,
+                                           "--steps",        "3",
+                                           "--microbatches", "2",
+                                           "--check"};
+    const auto r = run_command(run_train_command, args);
+    ASSERT_EQ(r.code, 0) << mesh << ": " << r.err;
+    EXPECT_NE(r.out.find("step 3 loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  }
+}
+
 TEST(TrainCommandTest, SplitsItCannotTrainAreOneLine) {
   const std::vector<std::string> llama = {"--model",    "llama-3-8b", "--layers", "1",
                                           "--hidden",   "16",         "--heads",  "4",

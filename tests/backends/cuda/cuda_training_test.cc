@@ -85,5 +85,14 @@ TEST(CudaTrainingTest, TensorParallelMatchesTheHostReference) {
   expect_gpu_run_matches_the_host_reference(spec);
 }
 
+// Expert parallelism on the GPU: dp=1 x ep=2 ranks sharing GPU 0, the all-to-alls on the device
+// in-process communicators, the router and slot kernels on the device.
+TEST(CudaTrainingTest, ExpertParallelMatchesTheHostReference) {
+  FSDP_SKIP_WITHOUT_GPU();
+  exec::TrainSpec spec = tiny_spec("dp=1,ep=2", Strategy::kZero3, OptimizerKind::kSgdMomentum);
+  spec.model = exec::testing::tiny_moe(spec.model, spec.mesh);
+  expect_gpu_run_matches_the_host_reference(spec);
+}
+
 }  // namespace
 }  // namespace fsdp::cuda

@@ -39,6 +39,7 @@ struct Case {
   bool unified_streams = false;
   bool llama = false;  // the Llama-family network (backends/model/decoder.h) with every bias
   bool tp_llama = false;  // the Llama network split for the mesh's tp axis (tiny_tp_llama)
+  bool moe = false;       // the Mixtral network split for the mesh's ep axis (tiny_moe)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -51,6 +52,9 @@ TrainSpec spec_of(const Case& c) {
   spec.mesh = parse_device_mesh(c.mesh).value();
   if (c.tp_llama) {
     spec.model = testing::tiny_tp_llama(spec.model, spec.mesh);
+  }
+  if (c.moe) {
+    spec.model = testing::tiny_moe(spec.model, spec.mesh);
   }
   spec.strategy = c.strategy;
   spec.shard_layout = c.layout;
@@ -156,7 +160,18 @@ INSTANTIATE_TEST_SUITE_P(
              true, 1, 2, 1.0, OptimizerKind::kAdam, false, false, false, true},
         Case{"TensorParallelNoShardGradScaleMomentum", "dp=2,tp=2", Strategy::kNoShard,
              ShardLayout::kPadded, false, 2, 1, 0.5, OptimizerKind::kSgdMomentum, false, false,
-             false, true}),
+             false, true},
+        // Expert parallelism beside FSDP: dense tensors over dp x ep (a two-step reduce-scatter
+        // under ZeRO-3/2), the experts over dp only, the ep axis inner or outer, recomputation
+        // repeating the all-to-alls, and a grad scale the expert groups share.
+        Case{"ExpertParallelDp2Ep2Zero3", "dp=2,ep=2", Strategy::kZero3, ShardLayout::kPadded,
+             false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, false, false, /*moe=*/true},
+        Case{"ExpertParallelEpOuterRecompute", "ep=2,dp=2", Strategy::kZero3, ShardLayout::kPadded,
+             false, 1, 1, 1.0, OptimizerKind::kAdam, /*recompute=*/true, false, false, false, true},
+        Case{"ExpertParallelZero2GradScaleSgd", "dp=2,ep=2", Strategy::kZero2, ShardLayout::kPadded,
+             false, 2, 1, 0.5, OptimizerKind::kSgd, false, false, false, false, true},
+        Case{"ExpertParallelEp4Zero3Momentum", "dp=1,ep=4", Strategy::kZero3, ShardLayout::kPadded,
+             false, 1, 1, 2.0, OptimizerKind::kSgdMomentum, false, false, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 // ZeRO-3 on both DP axes ([S, S] on dp_outer=2,dp_inner=2; no strategy names it, so the placements

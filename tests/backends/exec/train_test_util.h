@@ -53,6 +53,19 @@ inline backend::DecoderConfig tiny_tp_llama(const backend::DecoderConfig& base,
   return c;
 }
 
+// The Mixtral network ep splits (backend::testing::tiny_moe_arch: 4 experts, top 2), keeping the
+// data sizes and seed of `base`, split for the ep axis of `mesh`; with `base`'s tokens per
+// microbatch even, every expert has whole capacity slots and some copies are dropped.
+inline backend::DecoderConfig tiny_moe(const backend::DecoderConfig& base, const DeviceMesh& mesh) {
+  HubArch a = backend::testing::tiny_moe_arch();
+  a.vocab = base.vocab;
+  backend::DecoderConfig c =
+      backend::decoder_config_of_arch(a, "tiny-moe", base.seq_len, base.micro_batch_size, base.seed)
+          .value();
+  c.ep = expert_parallel_size(mesh);
+  return c;
+}
+
 // The setup of `spec` with explicit placements (ConfigOptions::placements) in place of the
 // strategy's: e.g. ZeRO-3 on both DP axes of dp_outer=2,dp_inner=2 ([S, S]), which no strategy
 // names. The model and initial values are the spec's.
