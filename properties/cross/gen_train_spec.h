@@ -6,7 +6,8 @@
 // 4, so each block size divides every tensor's rows); 1-4 microbatches, prefetch next(0..2) each
 // way, unified or separate streams, recompute, the three optimizers; 2 steps; half of them the
 // Llama network (GQA or multi-head attention of head size 4, llama or qwen2 biases), a third of
-// those whose kv heads are even with a tp=2 axis. Every generated spec passes prepare_training.
+// those whose kv heads are even with a tp=2 axis, and a sixth of the sharded ones Mixtral networks
+// with an ep=2 axis. Every generated spec passes prepare_training.
 #pragma once
 
 #include "backends/exec/trainer.h"
@@ -32,7 +33,9 @@ inline void showValue(const TrainSpec& s, std::ostream& os) {
      << " H " << s.model.hidden << " F " << s.model.ffn << " L " << s.model.layers << " S "
      << s.model.seq_len << " B " << s.model.micro_batch_size << " seed " << s.model.seed
      << (s.model.tp > 1 ? " tp " : "")
-     << (s.model.tp > 1 ? std::to_string(s.model.tp) : std::string());
+     << (s.model.tp > 1 ? std::to_string(s.model.tp) : std::string())
+     << (s.model.ep > 1 ? " ep " : "")
+     << (s.model.ep > 1 ? std::to_string(s.model.ep) : std::string());
   if (s.model.family == backend::DecoderFamily::kLlama) {
     os << " | " << s.model.model_type << " heads " << s.model.heads << "/" << s.model.kv_heads
        << " x " << s.model.head_dim << (s.model.qkv_bias ? " qkv-bias" : "")
@@ -110,6 +113,43 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
         s.optimizer = *rc::gen::element(OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
       }
     }
+    // Expert parallelism beside FSDP (issue 19): on a sixth of the cases with a strategy whose
+    // gradients are sharded (ZeRO-1 would finalise in two steps over dp x ep, which the executor
+    // does not run), a Mixtral network of the same sizes (2 or 4 experts) with an ep=2 axis
+    // innermost; a sequence length rounded up to a multiple of the experts. SGD: Adam amplifies the
+    // rounding of gradient sums that nearly cancel, which the ep sums' order changes
+    // (docs/design/parallelism.md).
+    if (s.strategy != Strategy::kNoShard && s.strategy != Strategy::kZero1 && s.model.tp == 1 &&
+        *rc::gen::element(false, false, false, false, false, true)) {
+      HubArch a;
+      a.model_type = "mixtral";
+      a.hidden = s.model.hidden;
+      a.vocab = s.model.vocab;
+      a.layers = s.model.layers;
+      a.intermediate = s.model.ffn;
+      a.heads = *rc::gen::element<std::int64_t>(1, 2);
+      a.kv_heads = 1;
+      a.qk_head_dim = s.model.hidden / a.heads;
+      a.v_head_dim = a.qk_head_dim;
+      a.experts = *rc::gen::element<std::int64_t>(2, 4);
+      a.top_k = *rc::gen::inRange<std::int64_t>(1, a.experts);
+      a.expert_intermediate = a.intermediate;
+      a.rope_theta = 10000.0;
+      a.rms_norm_eps = 1e-5;
+      // A sequence length that is a multiple of the experts keeps the slots whole.
+      s.model.seq_len = (s.model.seq_len + a.experts - 1) / a.experts * a.experts;
+      s.model = backend::decoder_config_of_arch(a, "gen-mixtral", s.model.seq_len,
+                                                s.model.micro_batch_size, s.model.seed)
+                    .value();
+      const std::string dp_axes = strategy_mesh_ndim(s.strategy) == 2
+                                      ? std::string("outer=2,inner=2")
+                                      : str_cat("dp=", *rc::gen::inRange<std::int64_t>(1, 5));
+      s.mesh = parse_device_mesh(dp_axes + ",ep=2").value();
+      s.model.ep = 2;
+      s.shard_layout = ShardLayout::kPadded;
+      s.tensor_atomic = false;
+      s.block_size = 1;  // the router has `experts` rows
+    }
     s.microbatches = *rc::gen::inRange<std::int64_t>(1, 5);
     const std::int64_t forward = *rc::gen::inRange<std::int64_t>(0, 3);
     const std::int64_t backward = *rc::gen::inRange<std::int64_t>(0, 3);
@@ -117,7 +157,9 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
                                       /*max_inflight=*/0, *rc::gen::arbitrary<bool>())
                      .value();
     s.recompute = *rc::gen::arbitrary<bool>();
-    if (s.model.tp == 1 || !s.model.qkv_bias) {
+    if (s.model.ep > 1) {
+      s.optimizer = *rc::gen::element(OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
+    } else if (s.model.tp == 1 || !s.model.qkv_bias) {
       s.optimizer =
           *rc::gen::element(OptimizerKind::kAdam, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
     }
