@@ -630,11 +630,18 @@ class ExecutorImpl final : public Executor {
                                to_string(s.kind)));
         }
       }
-      if (g.leg(CollectiveLeg::kGradFinalize).steps.size() > 1) {
+      // Finalising: one step, or a chain of reduce-scatters (ZeRO-1 over two sharded axes; the
+      // steps before the last work in place in the main grad).
+      const RedistributeLeg& finalize = g.leg(CollectiveLeg::kGradFinalize);
+      const bool chain = std::all_of(
+          finalize.steps.begin(), finalize.steps.end(),
+          [](const RedistributeStep& s) { return s.kind == RedistributeKind::kReduceScatter; });
+      if (finalize.steps.size() > 1 && !chain) {
         return Error(ErrorCode::kFailedPrecondition,
-                     str_cat(where(g), ": the executor finalises gradients in at most one step; "
-                                       "got ",
-                             g.leg(CollectiveLeg::kGradFinalize).steps.size()));
+                     str_cat(where(g),
+                             ": the executor finalises gradients in one step or a "
+                             "chain of reduce-scatters; got ",
+                             finalize.steps.size(), " steps"));
       }
     }
     return ok_status();

@@ -957,6 +957,13 @@ class ProgramBuilder {
         if (kind == OpKind::kAllReduce) {
           FSDP_RETURN_IF_ERROR(collective(g, index, kind, axis, g.main_grad_dtype, n, rs_,
                                           {accumulator(gi, Access::kReadWrite)}));
+        } else if (final_buffer >= 0 && s + 1 < finalize.steps.size()) {
+          // A reduce-scatter before the last (ZeRO-1 over two sharded axes, inner first) works
+          // in place in the main grad, which holds the gradient placements' (full) range; the
+          // last one writes the optimizer shard (as the gradient reduction does).
+          FSDP_RETURN_IF_ERROR(
+              collective(g, index, kind, axis, g.main_grad_dtype, n, rs_,
+                         {accumulator(gi, Access::kRead), accumulator(gi, Access::kWrite)}));
         } else if (final_buffer >= 0) {
           FSDP_RETURN_IF_ERROR(
               collective(g, index, kind, axis, g.main_grad_dtype, n, rs_,

@@ -113,13 +113,13 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
         s.optimizer = *rc::gen::element(OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
       }
     }
-    // Expert parallelism beside FSDP (issue 19): on a sixth of the cases with a strategy whose
-    // gradients are sharded (ZeRO-1 would finalise in two steps over dp x ep, which the executor
-    // does not run), a Mixtral network of the same sizes (2 or 4 experts) with an ep=2 axis
+    // Expert parallelism beside FSDP (issue 19): on a sixth of the cases with a sharding
+    // strategy (no-shard would all-reduce over dp x ep in two steps, which the planner does not
+    // run), a Mixtral network of the same sizes (2 or 4 experts) with an ep=2 axis
     // innermost; a sequence length rounded up to a multiple of the experts. SGD: Adam amplifies the
     // rounding of gradient sums that nearly cancel, which the ep sums' order changes
     // (docs/design/parallelism.md).
-    if (s.strategy != Strategy::kNoShard && s.strategy != Strategy::kZero1 && s.model.tp == 1 &&
+    if (s.strategy != Strategy::kNoShard && s.model.tp == 1 &&
         *rc::gen::element(false, false, false, false, false, true)) {
       HubArch a;
       a.model_type = "mixtral";

@@ -170,6 +170,9 @@ INSTANTIATE_TEST_SUITE_P(
              false, 1, 1, 1.0, OptimizerKind::kAdam, /*recompute=*/true, false, false, false, true},
         Case{"ExpertParallelZero2GradScaleSgd", "dp=2,ep=2", Strategy::kZero2, ShardLayout::kPadded,
              false, 2, 1, 0.5, OptimizerKind::kSgd, false, false, false, false, true},
+        Case{"ExpertParallelZero1TwoMicrobatches", "dp=2,ep=2", Strategy::kZero1,
+             ShardLayout::kPadded, false, 2, 1, 1.0, OptimizerKind::kAdam, false, false, false,
+             false, true},
         Case{"ExpertParallelEp4Zero3Momentum", "dp=1,ep=4", Strategy::kZero3, ShardLayout::kPadded,
              false, 1, 1, 2.0, OptimizerKind::kSgdMomentum, false, false, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
