@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -130,7 +131,10 @@ std::string recompute_line(const PlannedRun& run) {
 // What --framework, --reshard-after-forward, --param-dtype, --reduce-dtype and
 // --fp8-all-gather do, from rank 0's program (docs/design/simulator.md, "Framework profiles").
 struct FrameworkEffects {
-  std::string gather_dtype = "bf16";  // of the first parameter group
+  // The dtype most parameter elements are gathered in (--fp8-all-gather leaves the embedding and
+  // the output head in the compute dtype), and how many groups gather in another.
+  std::string gather_dtype = "bf16";
+  std::int64_t groups_gathered_otherwise = 0;
   std::string reduce_dtype = "bf16";
   std::int64_t loss_forward_bytes = 0;   // the loss's transients, per microbatch
   std::int64_t loss_backward_bytes = 0;
@@ -139,11 +143,33 @@ struct FrameworkEffects {
   std::int64_t kept_gathered_units = 0;  // units not resharded after their forward
 };
 
+// " (--fp8-all-gather)", and the groups gathered in another dtype when there are any.
+std::string gathered_note(const PlannedRun& run, const FrameworkEffects& e) {
+  if (!run.config.mixed_precision().fp8_all_gather()) {
+    return "";
+  }
+  if (e.groups_gathered_otherwise == 0) {
+    return " (--fp8-all-gather)";
+  }
+  return str_cat(" (--fp8-all-gather; ", e.groups_gathered_otherwise,
+                 " groups without fp8 GEMMs in the compute dtype)");
+}
+
 FrameworkEffects framework_effects(const PlannedRun& run, const Schedule& schedule) {
   FrameworkEffects e;
   const ShardGeometry& geo = schedule.geometry();
   if (!geo.groups.empty()) {
-    e.gather_dtype = std::string(to_string(geo.groups.front().gather_dtype));
+    std::map<DType, std::int64_t> elements;
+    for (const GroupGeometry& g : geo.groups) {
+      elements[g.gather_dtype] += g.numel;
+    }
+    const auto most =
+        std::max_element(elements.begin(), elements.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    e.gather_dtype = std::string(to_string(most->first));
+    for (const GroupGeometry& g : geo.groups) {
+      e.groups_gathered_otherwise += g.gather_dtype != most->first ? 1 : 0;
+    }
     e.reduce_dtype = std::string(to_string(geo.groups.front().reduce_dtype));
   }
   const RankProgram& program = schedule.programs()[static_cast<std::size_t>(
@@ -198,9 +224,8 @@ std::string framework_line(const PlannedRun& run, const Schedule& schedule) {
                 "scratch %.2f GiB; runtime %.2f GiB outside the allocator, %.3f GiB workspace",
                 std::string(to_string(run.config.framework().framework())).c_str(),
                 std::string(to_string(run.config.framework().reshard_after_forward())).c_str(),
-                e.gather_dtype.c_str(),
-                run.config.mixed_precision().fp8_all_gather() ? " (--fp8-all-gather)" : "",
-                e.reduce_dtype.c_str(), static_cast<long long>(e.kept_gathered_units),
+                e.gather_dtype.c_str(), gathered_note(run, e).c_str(), e.reduce_dtype.c_str(),
+                static_cast<long long>(e.kept_gathered_units),
                 static_cast<double>(e.copy_out_bytes) / kGiB,
                 static_cast<double>(e.loss_forward_bytes) / kGiB,
                 static_cast<double>(e.loss_backward_bytes) / kGiB,
@@ -372,6 +397,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
           {"reshard_after_forward",
            std::string(to_string(run->config.framework().reshard_after_forward()))},
           {"gather_dtype", e.gather_dtype},
+          {"groups_gathered_in_other_dtype", e.groups_gathered_otherwise},
           {"reduce_dtype", e.reduce_dtype},
           {"fp8_all_gather", run->config.mixed_precision().fp8_all_gather()},
           {"units_kept_gathered", e.kept_gathered_units},

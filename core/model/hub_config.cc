@@ -206,12 +206,18 @@ void add_elementwise(Arith& m, Cost& c, ElementwiseCost per_element, std::int64_
       m.add(c.work.fused_elementwise_bytes, m.mul(per_element.fused, elements));
 }
 
-void add_gemm(Cost& c, std::int64_t n, std::int64_t k, std::int64_t count = 1,
-              std::int64_t rows_num = 1, std::int64_t rows_den = 1) {
+GemmShape& add_gemm(Cost& c, std::int64_t n, std::int64_t k, std::int64_t count = 1,
+                    std::int64_t rows_num = 1, std::int64_t rows_den = 1) {
   c.work.gemms.push_back(
       {.n = n, .k = k, .count = count, .rows_num = rows_num, .rows_den = rows_den});
+  return c.work.gemms.back();
 }
 
+// The input groups (GemmShape::input_group) of a layer: the GEMMs that read the attention's
+// norm output and those that read the MLP's, where Megatron-Core's Transformer Engine layer spec
+// fuses them with the norm (linear_qkv, linear_fc1).
+constexpr std::int64_t kAttentionInput = 1;
+constexpr std::int64_t kMlpInput = 2;
 
 // Records a tensor of the forward: the bytes backward reads count as stored, its FLOPs as matmul.
 void produce(Cost& c, Arith& m, Producer producer, std::int64_t bytes, std::int64_t needed,
@@ -303,7 +309,7 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     list.add(p + "attn.c_attn.bias", {qkv}, "n_embd");
     list.add(p + "attn.c_proj.weight", {o_in, h}, "n_embd");
     list.add(p + "attn.c_proj.bias", {h}, "n_embd");
-    add_gemm(c, qkv, h);
+    add_gemm(c, qkv, h).input_group = kAttentionInput;
     add_gemm(c, h, o_in);
     // ln_1 output (c_attn input); q/k/v (flash attention's inputs); Conv1D is addmm
     produce(c, m, Producer::kOther, rep_bytes(h), rep_bytes(h));
@@ -379,8 +385,8 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     if (a.o_bias) {
       list.add(s + "o_proj.bias", {h}, "hidden_size");
     }
-    add_gemm(c, q_dim, h);
-    add_gemm(c, kv_dim, h, 2);
+    add_gemm(c, q_dim, h).input_group = kAttentionInput;
+    add_gemm(c, kv_dim, h, 2).input_group = kAttentionInput;
     add_gemm(c, h, o_in);
     add_elementwise(m, c, rope_bytes(w), m.add(q_dim, kv_dim));
     if (a.kv_heads != a.heads) {
@@ -419,7 +425,7 @@ void add_dense_mlp(const HubArch& a, const Split& sp, const std::string& p, Para
     list.add(p + "mlp.c_fc.bias", {inter}, field);
     list.add(p + "mlp.c_proj.weight", {inter, h}, field);
     list.add(p + "mlp.c_proj.bias", {h}, field);
-    add_gemm(c, inter, h);
+    add_gemm(c, inter, h).input_group = kMlpInput;
     add_gemm(c, h, inter);
     add_elementwise(m, c, gelu_bytes(w), inter);
     // c_fc output (GELU input) and GELU output (c_proj input); Conv1D is addmm
@@ -441,7 +447,9 @@ void add_dense_mlp(const HubArch& a, const Split& sp, const std::string& p, Para
   if (a.mlp_bias) {
     list.add(s + "down_proj.bias", {h}, field);
   }
-  add_gemm(c, inter, h, 2);
+  // A MoE layer's shared experts read the norm output with the router and the routed experts:
+  // separate modules in Megatron-Core, not a group.
+  add_gemm(c, inter, h, 2).input_group = module == "mlp." ? kMlpInput : 0;
   add_gemm(c, h, inter);
   add_elementwise(m, c, swiglu_bytes(w), inter);
   // gate and up outputs (SiLU-and-multiply inputs), in the order down(act(gate(x)) * up(x))
@@ -735,7 +743,7 @@ Expected<Unit> build_head(const HubArch& a, const Split& sp, std::string_view so
   }
   // The logits matmul runs whether or not its weight is tied to the embedding.
   c.flops.matmul = m.mul(2, h, a.vocab);
-  add_gemm(c, a.vocab, h);
+  add_gemm(c, a.vocab, h).output_head = true;
   add_elementwise(m, c, a.gpt2_names ? layer_norm_bytes(w) : rms_norm_bytes(w),
                   ceil_div(h, sp.seq()));
   add_elementwise(m, c, loss_bytes(w), a.vocab);

@@ -71,13 +71,16 @@ Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::st
       FSDP_TRY(
           const JsonObjectReader g,
           JsonObjectReader::make((*list)[i], source, str_cat(r.field_path("gemms"), "[", i, "]")));
-      FSDP_RETURN_IF_ERROR(g.reject_unknown({"n", "k", "count", "rows_num", "rows_den"}));
+      FSDP_RETURN_IF_ERROR(g.reject_unknown(
+          {"n", "k", "count", "rows_num", "rows_den", "input_group", "output_head"}));
       GemmShape shape;
       FSDP_TRY(shape.n, g.get_int("n", 1));
       FSDP_TRY(shape.k, g.get_int("k", 1));
       FSDP_TRY(shape.count, g.get_int_or("count", 1, 1));
       FSDP_TRY(shape.rows_num, g.get_int_or("rows_num", 1, 1));
       FSDP_TRY(shape.rows_den, g.get_int_or("rows_den", 1, 1));
+      FSDP_TRY(shape.input_group, g.get_int_or("input_group", 0, 0));
+      FSDP_TRY(shape.output_head, g.get_bool_or("output_head", false));
       work.gemms.push_back(shape);
     }
   }
@@ -148,6 +151,12 @@ ordered_json work_to_json(const UnitWork& work) {
     if (g.rows_num != 1 || g.rows_den != 1) {
       e["rows_num"] = g.rows_num;
       e["rows_den"] = g.rows_den;
+    }
+    if (g.input_group != 0) {
+      e["input_group"] = g.input_group;
+    }
+    if (g.output_head) {
+      e["output_head"] = true;
     }
     gemms.push_back(std::move(e));
   }

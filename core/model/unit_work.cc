@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/model/unit_work.h"
 
+#include <cstdint>
+#include <unordered_map>
 #include <utility>
 
 #include "core/base/strings.h"
@@ -12,6 +14,7 @@ Status validate_unit_work(const UnitWork& work, std::string_view what) {
     return Error(ErrorCode::kInvalidArgument,
                  str_cat(what, ": work ", field, ": expected ", expected, ", got ", got));
   };
+  std::unordered_map<std::int64_t, std::size_t> group_first;  // input group -> its first GEMM
   for (std::size_t i = 0; i < work.gemms.size(); ++i) {
     const GemmShape& g = work.gemms[i];
     const std::pair<const char*, std::int64_t> dims[] = {{"n", g.n},
@@ -23,6 +26,30 @@ Status validate_unit_work(const UnitWork& work, std::string_view what) {
       if (value < 1) {
         return fail(str_cat("gemms[", i, "].", name), "a positive integer", value);
       }
+    }
+    if (g.input_group < 0) {
+      return fail(str_cat("gemms[", i, "].input_group"), "a non-negative integer", g.input_group);
+    }
+    if (g.input_group == 0) {
+      continue;
+    }
+    // The group's GEMMs read one tensor: the same k and the same rows as its first.
+    const auto [it, first_of_group] = group_first.try_emplace(g.input_group, i);
+    if (first_of_group) {
+      continue;
+    }
+    const std::size_t j = it->second;
+    const GemmShape& first = work.gemms[j];
+    if (g.k != first.k) {
+      return fail(str_cat("gemms[", i, "].k"),
+                  str_cat(first.k, " (the k of gemms[", j, "], input_group ", g.input_group, ")"),
+                  g.k);
+    }
+    if (g.rows_num != first.rows_num || g.rows_den != first.rows_den) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat(what, ": work gemms[", i, "] rows: expected ", first.rows_num, "/",
+                           first.rows_den, " (the rows of gemms[", j, "], input_group ",
+                           g.input_group, "), got ", g.rows_num, "/", g.rows_den));
     }
   }
   const AttentionShape& a = work.attention;

@@ -18,12 +18,22 @@ namespace fsdp {
 
 // `count` GEMMs y[rows, n] = x[rows, k] W[n, k]^T, rows = tokens * rows_num / rows_den (a routed
 // expert sees top_k / experts of the tokens: rows_num = top_k, rows_den = experts).
+// `input_group`: GEMMs of one unit with the same non-zero group (all `count` copies of each) read
+// one tensor, a norm's output: a Llama layer's q/k/v projections, its MLP's gate and up.
+// Transformer Engine runs such a group as one GEMM with the norm fused into its input cast
+// (Megatron-Core's linear_qkv and linear_fc1 are LayerNormLinear modules; docs/design/
+// simulator.md, "Per-op compute"). 0: the GEMM reads its own input.
+// `output_head`: the language-model head's projection, which float8 training keeps in the
+// compute dtype (torchtitan's float8 converter skips "output"; Megatron-Core's output layer is
+// not a Transformer Engine module).
 struct GemmShape {
   std::int64_t n = 1;
   std::int64_t k = 1;
   std::int64_t count = 1;
   std::int64_t rows_num = 1;
   std::int64_t rows_den = 1;
+  std::int64_t input_group = 0;
+  bool output_head = false;
   friend bool operator==(const GemmShape&, const GemmShape&) = default;
 };
 
@@ -91,9 +101,10 @@ struct UnitWork {
 };
 
 // Errors (kInvalidArgument), naming `what` and the field: a GEMM dimension, count or row ratio
-// < 1; heads < 0, or heads > 0 with a head dimension < 1; negative bytes; fused bytes above the
-// eager bytes; an activation collective with elements_per_token or token_divisor < 1 or an
-// empty site.
+// < 1; an input_group < 0; a GEMM of an input group whose k or row ratio differs from the
+// group's first; heads < 0, or heads > 0 with a head dimension < 1; negative bytes; fused bytes
+// above the eager bytes; an activation collective with elements_per_token or token_divisor < 1 or
+// an empty site.
 Status validate_unit_work(const UnitWork& work, std::string_view what);
 
 }  // namespace fsdp

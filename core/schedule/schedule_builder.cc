@@ -1414,6 +1414,18 @@ Expected<Schedule> build_schedule(const Model& model, const FsdpConfig& config,
     any_work = any_work || !unit.work().empty() || !unit.work().collectives.empty();
   }
   parts.workload = workload;
+  // What a recompute op runs again follows the checkpointing mode (sim/model/kernel_cost.h).
+  switch (config.recompute().mode()) {
+    case RecomputeMode::kSelectiveOp:
+      parts.workload.recompute = RecomputeKernels::kUnsavedOps;
+      break;
+    case RecomputeMode::kCoreAttention:
+      parts.workload.recompute = RecomputeKernels::kAttentionCore;
+      break;
+    default:
+      parts.workload.recompute = RecomputeKernels::kForwardShare;
+      break;
+  }
   parts.runtime_memory = config.framework().runtime_memory();
   if (any_work) {
     for (const Unit& unit : model.units()) {

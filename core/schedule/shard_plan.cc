@@ -61,6 +61,20 @@ Status plan_leg(const std::vector<Placement>& from, const std::vector<Placement>
   return ok_status();
 }
 
+// Whether fp8 training may run one of the unit's GEMMs in fp8: true when its kernels are not
+// known (hand-written model files), else when one of its GEMMs is not the output head.
+bool runs_fp8_gemm(const UnitWork& work) {
+  if (work.empty()) {
+    return true;
+  }
+  for (const GemmShape& g : work.gemms) {
+    if (!g.output_head) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // `placements`: the config's, or for routed experts of an expert-parallel mesh the
 // expert-data-parallel ones (core/schedule/shard_plan.h).
 Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_t k,
@@ -98,6 +112,12 @@ Expected<GroupGeometry> plan_group(const Unit& unit, std::int32_t u, std::int32_
   g.grad_dtype = mp.grad_dtype_for(grouping.dtype);
   g.reduce_dtype = mp.reduce_dtype_for(grouping.dtype);
   g.gather_dtype = mp.gather_dtype_for(grouping.dtype);
+  if (mp.fp8_all_gather() && grouping.dtype != DType::kFp8 && !runs_fp8_gemm(unit.work())) {
+    // float8 all-gather casts the weights of float8 linears only: a unit whose kernels are
+    // known and hold no float8 GEMM (the embedding; the output head, which float8 training
+    // keeps in the compute dtype) gathers in the compute dtype.
+    g.gather_dtype = g.compute_dtype;
+  }
   // PyTorch FSDP keeps the sharded gradient in the sharded (main) parameter's dtype.
   g.main_grad_dtype = !mp.main_grads_dtype() && config.framework().main_grads_in_main_dtype()
                           ? mp.main_params_dtype()

@@ -17,6 +17,15 @@ namespace fsdp {
 // and cast kernels, cuDNN fused attention).
 enum class KernelLibrary : std::uint8_t { kTorch, kTransformerEngine };
 
+// Which of a unit's forward kernels its recompute op runs again (set by the schedule builder from
+// the checkpointing mode; docs/design/simulator.md, "Recompute"):
+// kForwardShare: every kernel class, scaled by the op's share of the forward's FLOPs (the whole
+//   forward for full and selective-layer checkpointing);
+// kUnsavedOps: torchtitan's op policy (selective-op): the matmuls it does not save, in proportion
+//   to their FLOPs, and every non-matmul op but attention (norms, rotary, activations, casts);
+// kAttentionCore: Megatron's selective recompute: the attention core alone.
+enum class RecomputeKernels : std::uint8_t { kForwardShare, kUnsavedOps, kAttentionCore };
+
 struct Workload {
   std::int64_t seq_len = 4096;        // tokens per sequence
   std::int64_t micro_batch_size = 1;  // sequences per microbatch per rank
@@ -25,6 +34,7 @@ struct Workload {
   // rate, plus the casts and scales of dynamic tensorwise float8). Attention stays in bf16.
   DType matmul_dtype = DType::kBf16;
   KernelLibrary kernels = KernelLibrary::kTorch;
+  RecomputeKernels recompute = RecomputeKernels::kForwardShare;
   friend bool operator==(const Workload&, const Workload&) = default;
 };
 

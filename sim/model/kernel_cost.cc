@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
 
 #include "core/base/strings.h"
 #include "sim/model/cost_model.h"
@@ -67,6 +71,77 @@ double rows_of(const GemmShape& g, double tokens) {
   return std::ceil(tokens * static_cast<double>(g.rows_num) / static_cast<double>(g.rows_den));
 }
 
+// A GEMM as a kernel library runs it: `norm_fused` when its input is a norm's output that the
+// norm itself casts (Transformer Engine's LayerNormLinear).
+struct FusedGemm {
+  GemmShape shape;
+  double n = 0.0;  // output columns (a fused group's sum, in double: no int64 overflow)
+  bool norm_fused = false;
+};
+
+// Each GEMM as it is (PyTorch runs one kernel per nn.Linear).
+std::vector<FusedGemm> separate(const std::vector<GemmShape>& gemms) {
+  std::vector<FusedGemm> out;
+  out.reserve(gemms.size());
+  for (const GemmShape& g : gemms) {
+    out.push_back({g, static_cast<double>(g.n), false});
+  }
+  return out;
+}
+
+// Transformer Engine under Megatron-Core: the GEMMs of one input group are one weight (n summed
+// over the group's GEMMs and their copies, e.g. linear_qkv, linear_fc1) and one GEMM, at the
+// position of the group's first; its input is written by the norm it fuses.
+std::vector<FusedGemm> fuse_input_groups(const std::vector<GemmShape>& gemms) {
+  std::vector<FusedGemm> out;
+  out.reserve(gemms.size());
+  std::unordered_map<std::int64_t, std::size_t> group_at;  // input group -> its entry in out
+  for (const GemmShape& g : gemms) {
+    const double n = static_cast<double>(g.n) * static_cast<double>(g.count);
+    if (g.input_group == 0) {
+      out.push_back({g, static_cast<double>(g.n), false});
+      continue;
+    }
+    const auto [it, first] = group_at.try_emplace(g.input_group, out.size());
+    if (first) {
+      FusedGemm fused{g, n, true};
+      fused.shape.count = 1;
+      out.push_back(fused);
+    } else {
+      out[it->second].n += n;
+    }
+  }
+  return out;
+}
+
+// PyTorch runs the GEMMs of an input group as separate nn.Linear modules (torchtitan's wq, wk,
+// wv and w1, w3), so autograd sums their input gradients: eager, each further gradient is one
+// add reading two bf16 tensors and writing one (3 x 2 B per element); compiled, one fused kernel
+// reads all of them and writes the sum ((copies + 1) x 2 B). Transformer Engine's fused GEMM
+// computes the summed gradient itself.
+double input_gradient_sum_bytes(const std::vector<GemmShape>& gemms, double tokens, bool compiled) {
+  struct Group {
+    double copies = 0.0;
+    double elements = 0.0;  // of the shared input: rows x k
+  };
+  std::map<std::int64_t, Group> groups;  // ordered: the same sum on every platform
+  for (const GemmShape& g : gemms) {
+    if (g.input_group != 0) {
+      Group& group = groups[g.input_group];
+      group.copies += static_cast<double>(g.count);
+      group.elements = rows_of(g, tokens) * static_cast<double>(g.k);
+    }
+  }
+  double bytes = 0.0;
+  for (const auto& [id, group] : groups) {
+    if (group.copies > 1.0) {
+      bytes +=
+          group.elements * (compiled ? (group.copies + 1.0) * 2.0 : (group.copies - 1.0) * 6.0);
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 double work_forward_flops(const UnitWork& work, const Workload& workload) {
@@ -98,17 +173,23 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
                  str_cat("fp8 matmuls: hardware '", hardware.name(),
                          "' has no fp8 tensor cores (compute_profile.peak_fp8_flops is 0)"));
   }
+  // The compute dtype's rates, and the fp8 rates for the GEMMs float8 training converts (every
+  // weight GEMM but the output head's).
   Rates r;
-  r.peak = static_cast<double>(fp8 ? profile.peak_fp8_flops : hardware.peak_bf16_flops());
-  r.gemm_efficiency =
-      static_cast<double>(profile.gemm_permille) / 1000.0 *
-      (fp8 ? static_cast<double>(profile.fp8_gemm_relative_permille) / 1000.0 : 1.0);
+  r.peak = static_cast<double>(hardware.peak_bf16_flops());
+  r.gemm_efficiency = static_cast<double>(profile.gemm_permille) / 1000.0;
   r.hbm = static_cast<double>(hardware.hbm_bytes_per_s()) *
           static_cast<double>(profile.elementwise_permille) / 1000.0;
-  r.operand_bytes = fp8 ? 1.0 : 2.0;
+  r.operand_bytes = 2.0;
   r.sm = static_cast<double>(profile.sm_count);
   r.tile_m = static_cast<double>(profile.gemm_tile_m);
   r.tile_n = static_cast<double>(profile.gemm_tile_n);
+  Rates r8 = r;
+  if (fp8) {
+    r8.peak = static_cast<double>(profile.peak_fp8_flops);
+    r8.gemm_efficiency *= static_cast<double>(profile.fp8_gemm_relative_permille) / 1000.0;
+    r8.operand_bytes = 1.0;
+  }
   const bool backward = kind == OpKind::kBackward;
   const double tokens =
       static_cast<double>(workload.seq_len) * static_cast<double>(workload.micro_batch_size);
@@ -120,20 +201,24 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
 
   KernelTimes t;
   double cast_bytes = 0.0;
-  for (const GemmShape& g : work.gemms) {
-    const double m = rows_of(g, tokens);
-    const double n = static_cast<double>(g.n);
-    const double k = static_cast<double>(g.k);
-    const double count = static_cast<double>(g.count);
+  for (const FusedGemm& g : cudnn ? fuse_input_groups(work.gemms) : separate(work.gemms)) {
+    const double m = rows_of(g.shape, tokens);
+    const double n = g.n;
+    const double k = static_cast<double>(g.shape.k);
+    const double count = static_cast<double>(g.shape.count);
+    const bool gemm_fp8 = fp8 && !g.shape.output_head;
+    const Rates& rates = gemm_fp8 ? r8 : r;
+    // Transformer Engine's LayerNormLinear: the norm writes the group's fp8 input itself.
+    const double x_cast = g.norm_fused ? 0.0 : cast.x;
     if (!backward) {
-      t.gemm += count * gemm_seconds(m, n, k, r);
-      if (fp8) {
-        cast_bytes += count * (m * k * cast.x + (weights_in_fp8 ? 0.0 : n * k * cast.w_forward));
+      t.gemm += count * gemm_seconds(m, n, k, rates);
+      if (gemm_fp8) {
+        cast_bytes += count * (m * k * x_cast + (weights_in_fp8 ? 0.0 : n * k * cast.w_forward));
       }
     } else {
       // dX[m, k] = dY[m, n] W[n, k]; dW[n, k] = dY^T[n, m] X[m, k].
-      t.gemm += count * (gemm_seconds(m, k, n, r) + gemm_seconds(n, k, m, r));
-      if (fp8) {
+      t.gemm += count * (gemm_seconds(m, k, n, rates) + gemm_seconds(n, k, m, rates));
+      if (gemm_fp8) {
         cast_bytes += count * (m * k * cast.x_backward + m * n * cast.dy +
                                (weights_in_fp8 ? 0.0 : n * k * cast.w_backward));
       }
@@ -155,24 +240,59 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
   const double bytes =
       static_cast<double>(fused ? work.fused_elementwise_bytes : work.elementwise_bytes) * tokens;
   t.elementwise = bytes * (backward ? kElementwiseBackwardFactor : 1.0) / r.hbm;
+  if (backward && !cudnn) {
+    t.elementwise += input_gradient_sum_bytes(work.gemms, tokens, workload.compile) / r.hbm;
+  }
   return t;
 }
 
 namespace {
 
-// One unit op's kernel times: a recompute costs the forward's times scaled by its share of the
-// forward's FLOPs.
+// The forward FLOPs of the work's attention core per microbatch (unmasked, as the importer
+// counts them).
+double work_attention_flops(const UnitWork& work, const Workload& workload) {
+  const AttentionShape& a = work.attention;
+  return 2.0 * static_cast<double>(a.heads) * static_cast<double>(a.qk_head_dim + a.v_head_dim) *
+         static_cast<double>(workload.seq_len) * static_cast<double>(workload.seq_len) *
+         static_cast<double>(workload.micro_batch_size);
+}
+
+// One unit op's kernel times. A recompute runs the forward's kernels that the checkpointing mode
+// re-runs (Workload::recompute): a share of all of them by FLOPs; the unsaved matmuls by their
+// FLOPs and every elementwise kernel (selective-op); the attention core (core-attention).
 Expected<KernelTimes> op_kernel_times(const Op& op, const UnitWork& work, const Workload& workload,
                                       const Hardware& hardware, const ComputeProfile& profile) {
   const OpKind kind = op.kind == OpKind::kRecompute ? OpKind::kForward : op.kind;
   FSDP_TRY(KernelTimes t, unit_kernel_times(kind, work, workload, op.dtype, hardware, profile));
-  if (op.kind == OpKind::kRecompute) {
-    const double full = work_forward_flops(work, workload);
-    const double scale = full > 0.0 ? std::max(0.0, static_cast<double>(op.flops) / full) : 1.0;
-    t.gemm *= scale;
-    t.attention *= scale;
-    t.elementwise *= scale;
-    t.casts *= scale;
+  if (op.kind != OpKind::kRecompute) {
+    return t;
+  }
+  const double flops = std::max(0.0, static_cast<double>(op.flops));
+  const double full = work_forward_flops(work, workload);
+  const double attention = work_attention_flops(work, workload);
+  const auto share = [&](double whole) { return whole > 0.0 ? flops / whole : 1.0; };
+  switch (workload.recompute) {
+    case RecomputeKernels::kUnsavedOps: {
+      const double gemms = share(full - attention);
+      t.gemm *= gemms;
+      t.casts *= gemms;
+      t.attention = 0.0;
+      break;
+    }
+    case RecomputeKernels::kAttentionCore:
+      t.attention *= share(attention);
+      t.gemm = 0.0;
+      t.casts = 0.0;
+      t.elementwise = 0.0;
+      break;
+    case RecomputeKernels::kForwardShare: {
+      const double scale = share(full);
+      t.gemm *= scale;
+      t.attention *= scale;
+      t.elementwise *= scale;
+      t.casts *= scale;
+      break;
+    }
   }
   return t;
 }

@@ -7,7 +7,9 @@
 // Flash attention at its measured forward and backward rates (causal masks halve the work; the
 // backward does 2.5x the forward's FLOPs). Elementwise kernels as HBM traffic at the achieved
 // bandwidth (eager or fused by torch.compile; the backward moves twice the forward's bytes).
-// fp8 matmuls add the amax and cast passes of dynamic tensorwise scaling. Evaluated once per op
+// fp8 matmuls add the amax and cast passes of dynamic tensorwise scaling (the output head stays
+// in the compute dtype); Transformer Engine runs an input group as one GEMM whose input its norm
+// casts. Evaluated once per op
 // when the simulation is prepared, never in the event loop.
 #pragma once
 
@@ -37,9 +39,11 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
                                         DType weight_dtype, const Hardware& hardware,
                                         const ComputeProfile& profile);
 
-// The op's duration: forward and backward ops their kernel times; a recompute op the forward's
-// times scaled by its share of the forward's FLOPs (op.flops over the FLOPs the work implies at
-// the importer's counting), so a partial recomputation costs its part. Errors as above, and
+// The op's duration: forward and backward ops their kernel times; a recompute op the forward
+// kernels its checkpointing mode runs again (Workload::recompute): all of them scaled by the op's
+// share of the forward's FLOPs (op.flops over the FLOPs the work implies at the importer's
+// counting); for selective-op the GEMMs and casts by op.flops over the matmul FLOPs plus every
+// elementwise kernel; for core-attention the attention core. Errors as above, and
 // kOutOfRange for a duration beyond simulated time.
 Expected<SimDuration> unit_compute_cost(const Op& op, const UnitWork& work,
                                         const Workload& workload, const Hardware& hardware,

@@ -18,11 +18,12 @@ TEST(UnitWorkTest, ImporterListsEveryGemmOfALlamaLayer) {
   const Unit& layer = m.units()[static_cast<std::size_t>(m.find_unit("layers.0"))];
   const UnitWork& w = layer.work();
   // q, k and v, o, gate and up, down: y = x W^T with W [n, k].
+  // q, k and v read the attention norm's output (input group 1), gate and up the MLP norm's (2).
   ASSERT_EQ(w.gemms.size(), 5u);
-  EXPECT_EQ(w.gemms[0], (GemmShape{.n = 4096, .k = 4096}));
-  EXPECT_EQ(w.gemms[1], (GemmShape{.n = 1024, .k = 4096, .count = 2}));
+  EXPECT_EQ(w.gemms[0], (GemmShape{.n = 4096, .k = 4096, .input_group = 1}));
+  EXPECT_EQ(w.gemms[1], (GemmShape{.n = 1024, .k = 4096, .count = 2, .input_group = 1}));
   EXPECT_EQ(w.gemms[2], (GemmShape{.n = 4096, .k = 4096}));
-  EXPECT_EQ(w.gemms[3], (GemmShape{.n = 14336, .k = 4096, .count = 2}));
+  EXPECT_EQ(w.gemms[3], (GemmShape{.n = 14336, .k = 4096, .count = 2, .input_group = 2}));
   EXPECT_EQ(w.gemms[4], (GemmShape{.n = 4096, .k = 14336}));
   // The GEMMs are exactly the matmul FLOPs the unit reports.
   std::int64_t flops = 0;
@@ -45,7 +46,7 @@ TEST(UnitWorkTest, HeadCountsTheLogitsGemmAndTheLoss) {
   const Model m = load_model_preset("llama-3-8b").value();
   const UnitWork& w = m.units().back().work();
   ASSERT_EQ(w.gemms.size(), 1u);
-  EXPECT_EQ(w.gemms[0], (GemmShape{.n = 128256, .k = 4096}));
+  EXPECT_EQ(w.gemms[0], (GemmShape{.n = 128256, .k = 4096, .output_head = true}));
   EXPECT_EQ(w.attention.heads, 0);
   // Final RMSNorm, then the fp32 upcast and log-softmax of every logit (8 + 2 B).
   EXPECT_EQ(w.elementwise_bytes, 4096 * 36 + 128256 * 10);
@@ -87,6 +88,44 @@ TEST(UnitWorkTest, BadWorkIsOneLineNamingTheField) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("fused_elementwise_bytes"), std::string::npos);
   EXPECT_TRUE(validate_unit_work(UnitWork{}, "u").ok());
+}
+
+TEST(UnitWorkTest, AnInputGroupReadsOneTensor) {
+  UnitWork w;
+  w.gemms.push_back({.n = 8, .k = 4, .input_group = 3});
+  w.gemms.push_back({.n = 2, .k = 4, .count = 2, .input_group = 3});
+  EXPECT_TRUE(validate_unit_work(w, "u").ok());
+  w.gemms.push_back({.n = 8, .k = 6, .input_group = 3});
+  Status s = validate_unit_work(w, "unit 'x'");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "unit 'x': work gemms[2].k: expected 4 (the k of gemms[0], input_group 3), got 6");
+  w.gemms[2] = {.n = 8, .k = 4, .rows_num = 1, .rows_den = 2, .input_group = 3};
+  s = validate_unit_work(w, "unit 'x'");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "unit 'x': work gemms[2] rows: expected 1/1 (the rows of gemms[0], input_group 3), "
+            "got 1/2");
+  w.gemms[2] = {.n = 8, .k = 4, .input_group = -1};
+  s = validate_unit_work(w, "u");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "u: work gemms[2].input_group: expected a non-negative integer, got -1");
+}
+
+TEST(UnitWorkTest, ModelFilesKeepInputGroupsAndTheOutputHead) {
+  const std::string text =
+      R"({"format": "fsdpsim-model", "version": 1, "name": "m", "units": [{"name": "u", "work": {"gemms": [{"n": 4, "k": 2, "input_group": 1}, {"n": 8, "k": 2, "output_head": true}]}}]})";
+  const Model m = parse_model_json(text, "m.json").value();
+  const UnitWork& w = m.units()[0].work();
+  EXPECT_EQ(w.gemms[0], (GemmShape{.n = 4, .k = 2, .input_group = 1}));
+  EXPECT_EQ(w.gemms[1], (GemmShape{.n = 8, .k = 2, .output_head = true}));
+  EXPECT_EQ(parse_model_json(model_to_json_text(m), "again").value(), m);
+  const auto bad = parse_model_json(
+      R"({"format": "fsdpsim-model", "version": 1, "name": "m", "units": [{"name": "u", "work": {"gemms": [{"n": 4, "k": 2, "output_head": 1}]}}]})",
+      "m.json");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("output_head"), std::string::npos);
 }
 
 TEST(UnitWorkTest, ModelFileWithBadWorkIsRefused) {

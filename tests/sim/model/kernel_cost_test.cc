@@ -213,6 +213,106 @@ TEST(KernelCostTest, RecomputeCostsItsShareOfTheForward) {
   EXPECT_NEAR(static_cast<double>(r.ps()), static_cast<double>(f.ps()) / 2, 1.0);
 }
 
+TEST(KernelCostTest, Fp8TrainingKeepsTheOutputHeadInTheComputeDtype) {
+  const Hardware hw = round_gpu();
+  UnitWork head;
+  head.gemms.push_back({.n = 1000, .k = 2000, .output_head = true});
+  const Workload bf16{.seq_len = 1000, .micro_batch_size = 1};
+  Workload fp8 = bf16;
+  fp8.matmul_dtype = DType::kFp8;
+  // torchtitan's converter and Megatron-Core leave it a bf16 GEMM: bf16 math, no casts.
+  for (const OpKind kind : {OpKind::kForward, OpKind::kBackward}) {
+    EXPECT_DOUBLE_EQ(times(kind, head, fp8, hw).gemm, times(kind, head, bf16, hw).gemm);
+    EXPECT_EQ(times(kind, head, fp8, hw).casts, 0.0);
+  }
+  // The same shape as a layer's GEMM runs at the fp8 rate (twice the peak here).
+  head.gemms[0].output_head = false;
+  EXPECT_NEAR(times(OpKind::kForward, head, fp8, hw).gemm, 40e-6, 1e-15);
+}
+
+TEST(KernelCostTest, TransformerEngineRunsAnInputGroupAsOneNormFusedGemm) {
+  const Hardware hw = round_gpu();
+  // q [1000 x 2000] and k, v [500 x 2000] read one norm output: input group 1.
+  UnitWork w;
+  w.gemms.push_back({.n = 1000, .k = 2000, .input_group = 1});
+  w.gemms.push_back({.n = 500, .k = 2000, .count = 2, .input_group = 1});
+  w.gemms.push_back({.n = 2000, .k = 1000});
+  Workload wl{.seq_len = 1000, .micro_batch_size = 1, .matmul_dtype = DType::kFp8};
+  // PyTorch: three GEMMs, each casting its input x [1000, 2000] and its weight (eager, 5 B).
+  const KernelTimes torch = times(OpKind::kForward, w, wl, hw);
+  // Inputs: q, k, v [1000, 2000] and o [1000, 1000]; weights: q and o 2e6, k and v 1e6.
+  EXPECT_NEAR(torch.casts, ((3 * 2e6 + 1e6) * 5 + (2e6 + 2 * 1e6 + 2e6) * 5) / 1e12, 1e-15);
+  wl.kernels = KernelLibrary::kTransformerEngine;
+  const KernelTimes te = times(OpKind::kForward, w, wl, hw);
+  // One fused GEMM [1000 x 2000] x [2000 x 2000]^T (linear_qkv): 20 x 10 tiles on 10 SMs, full
+  // waves, 8e12 FLOP at 100 TFLOP/s; o as before.
+  UnitWork fused;
+  fused.gemms.push_back({.n = 2000, .k = 2000});
+  fused.gemms.push_back({.n = 2000, .k = 1000});
+  EXPECT_NEAR(te.gemm, times(OpKind::kForward, fused, wl, hw).gemm, 1e-15);
+  // The norm writes the group's fp8 input: only the weights (the fused 4e6 and o's 2e6, 4 B each,
+  // cast_transpose) and o's input x [1000, 1000] (4 B) are cast.
+  EXPECT_NEAR(te.casts, ((4e6 + 2e6) * 4 + 1e6 * 4) / 1e12, 1e-15);
+  // Backward: the fused weight's dX and dW GEMMs, and dY [1000, 2000] of the group cast once.
+  EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).gemm,
+              times(OpKind::kBackward, fused, wl, hw).gemm, 1e-15);
+  EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).casts,
+              times(OpKind::kBackward, fused, wl, hw).casts, 1e-15);
+}
+
+TEST(KernelCostTest, AutogradSumsTheInputGradientsOfAnUnfusedGroup) {
+  const Hardware hw = round_gpu();
+  // q and k, v read one input x [1000, 2000]: three input gradients to sum in PyTorch.
+  UnitWork w;
+  w.gemms.push_back({.n = 1000, .k = 2000, .input_group = 1});
+  w.gemms.push_back({.n = 500, .k = 2000, .count = 2, .input_group = 1});
+  UnitWork alone = w;
+  for (GemmShape& g : alone.gemms) {
+    g.input_group = 0;
+  }
+  Workload wl{.seq_len = 1000, .micro_batch_size = 1};
+  // Eager: two adds of 3 x 2 B per element of x (2e6 elements); none forward.
+  EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).elementwise -
+                  times(OpKind::kBackward, alone, wl, hw).elementwise,
+              2 * 6 * 2e6 / 1e12, 1e-18);
+  EXPECT_EQ(times(OpKind::kForward, w, wl, hw).elementwise, 0.0);
+  // Compiled: one kernel reads the three and writes the sum (4 x 2 B).
+  wl.compile = true;
+  EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).elementwise, 4 * 2 * 2e6 / 1e12, 1e-18);
+  // Transformer Engine's fused GEMM writes the summed gradient.
+  wl.kernels = KernelLibrary::kTransformerEngine;
+  EXPECT_EQ(times(OpKind::kBackward, w, wl, hw).elementwise, 0.0);
+}
+
+TEST(KernelCostTest, SelectiveOpRecomputesUnsavedMatmulsAndEveryElementwiseKernel) {
+  const Hardware hw = round_gpu();
+  UnitWork w;
+  w.gemms.push_back({.n = 1000, .k = 2000, .count = 2});
+  w.attention = {.heads = 4, .qk_head_dim = 64, .v_head_dim = 64, .causal = true};
+  w.elementwise_bytes = 1000;
+  Workload wl{.seq_len = 1000, .micro_batch_size = 1};
+  const KernelTimes f = times(OpKind::kForward, w, wl, hw);
+  const double matmul = 2.0 * 2 * 1000 * 1000 * 2000;
+  const double attention = 2.0 * 4 * 128 * 1000.0 * 1000.0;
+  Op op;
+  op.kind = OpKind::kRecompute;
+  const auto cost = [&](std::int64_t flops, RecomputeKernels rule) {
+    op.flops = flops;
+    wl.recompute = rule;
+    return static_cast<double>(unit_compute_cost(op, w, wl, hw, *hw.compute_profile())->ps()) /
+           1e12;
+  };
+  // torchtitan's op policy: one of the two matmuls, all the elementwise traffic, no attention.
+  EXPECT_NEAR(cost(static_cast<std::int64_t>(matmul / 2), RecomputeKernels::kUnsavedOps),
+              f.gemm / 2 + f.elementwise, 1e-11);
+  // Megatron's core-attention: the attention core alone.
+  EXPECT_NEAR(cost(static_cast<std::int64_t>(attention), RecomputeKernels::kAttentionCore),
+              f.attention, 1e-11);
+  // Full: the whole forward.
+  EXPECT_NEAR(cost(static_cast<std::int64_t>(matmul + attention), RecomputeKernels::kForwardShare),
+              f.total(), 1e-11);
+}
+
 TEST(KernelCostTest, PresetsCarryProfiles) {
   for (const char* name : {"a100", "a100-40gb", "h100", "h100-96gb", "h200", "b200", "gb200"}) {
     const Hardware hw = find_hardware_preset(name).value();
