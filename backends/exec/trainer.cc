@@ -109,18 +109,17 @@ Expected<TrainSetup> prepare_plan(const TrainSpec& spec) {
   FSDP_TRY(Model model, backend::decoder_model(spec.model));
   FSDP_TRY(const ConfigOptions options, config_options_of(spec));
   const std::int64_t tp = tensor_parallel_size(options.mesh);
-  if (spec.model.tp != tp) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat("the model is split for tp=", spec.model.tp, " but the mesh ",
-                         to_string(options.mesh), " has tp=", tp,
-                         " (expected the decoder config's tp to be the mesh's tp axis size)"));
-  }
   const std::int64_t ep = expert_parallel_size(options.mesh);
-  if (spec.model.ep != ep) {
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat("the model is split for ep=", spec.model.ep, " but the mesh ",
-                         to_string(options.mesh), " has ep=", ep,
-                         " (expected the decoder config's ep to be the mesh's ep axis size)"));
+  const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> splits[] = {
+      {"tp", {spec.model.tp, tp}}, {"ep", {spec.model.ep, ep}}};
+  for (const auto& [axis, sizes] : splits) {
+    if (sizes.first != sizes.second) {
+      return Error(ErrorCode::kInvalidArgument,
+                   str_cat("the model is split for ", axis, "=", sizes.first, " but the mesh ",
+                           to_string(options.mesh), " has ", axis, "=", sizes.second,
+                           " (expected the decoder config's ", axis, " to be the mesh's ", axis,
+                           " axis size)"));
+    }
   }
   if ((tp > 1 || ep > 1) &&
       (!spec.checkpoint.save_dir.empty() || !spec.checkpoint.resume_from.empty())) {

@@ -188,4 +188,25 @@ inline double check_unit(const DecoderConfig& config, std::size_t u) {
   return largest;
 }
 
+// Asserts that every element of every parameter of `got` is within `relative` of the largest
+// |element| of the same parameter of `want` (e.g. the joined gradients of a split decoder against
+// the whole decoder's).
+inline void expect_params_near(const ParamValues& got, const ParamValues& want, double relative) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t u = 0; u < got.size(); ++u) {
+    ASSERT_EQ(got[u].size(), want[u].size()) << "unit " << u;
+    for (std::size_t p = 0; p < got[u].size(); ++p) {
+      ASSERT_EQ(got[u][p].size(), want[u][p].size()) << "unit " << u << " param " << p;
+      double scale = 1e-30;
+      for (const float g : want[u][p]) {
+        scale = std::max(scale, static_cast<double>(std::fabs(g)));
+      }
+      for (std::size_t e = 0; e < got[u][p].size(); ++e) {
+        ASSERT_NEAR(got[u][p][e], want[u][p][e], relative * scale)
+            << "unit " << u << " param " << p << " element " << e;
+      }
+    }
+  }
+}
+
 }  // namespace fsdp::backend::testing

@@ -177,18 +177,9 @@ TEST(ExpertParallelTest, EpDecodersGiveTheWholeLossesAndGradients) {
       }
     }
     const ParamValues joined = join_parameters(moe_config(kEp, 0), summed);
-    ASSERT_EQ(joined.size(), whole_sum.size());
-    for (std::size_t u = 0; u < joined.size(); ++u) {
-      for (std::size_t p = 0; p < joined[u].size(); ++p) {
-        double scale = 1e-30;
-        for (const float g : whole_sum[u][p]) {
-          scale = std::max(scale, static_cast<double>(std::fabs(g)));
-        }
-        for (std::size_t e = 0; e < joined[u][p].size(); ++e) {
-          ASSERT_NEAR(joined[u][p][e], whole_sum[u][p][e], 1e-5 * scale)
-              << "unit " << u << " param " << p << " element " << e;
-        }
-      }
+    testing::expect_params_near(joined, whole_sum, 1e-5);
+    if (HasFatalFailure()) {
+      return;
     }
     // Per layer: dispatch and combine forward (again in a recompute), combine_grad and
     // dispatch_grad backward, as the IR lists them.
