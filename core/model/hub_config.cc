@@ -168,10 +168,15 @@ struct Cost {
 // fp32 (16 + 2w); a residual add reads two tensors and writes one (3w); SiLU-and-multiply runs
 // two kernels (5w per intermediate element); the loss upcasts the logits and runs log-softmax
 // (8 + w per logit). Fused (torch.compile) each chain reads its inputs and writes its outputs
-// once.
+// once. Under Megatron-Core's Transformer Engine layer (`te`) the chains are fused as well, and
+// its layout differs in three copies (docs/models.md, "Kernels per unit"): TE's attention takes
+// grouped k/v heads as they are (no repeat_kv) and writes its output in [s, b, heads x d] order
+// (no transpose back), while q is copied out of the fused q/k/v output (its reshape of a split
+// view).
 struct ElementwiseCost {
   std::int64_t eager = 0;
   std::int64_t fused = 0;
+  std::int64_t te = -1;  // -1: as fused
 };
 
 ElementwiseCost rms_norm_bytes(std::int64_t w) {
@@ -195,6 +200,14 @@ ElementwiseCost gelu_bytes(std::int64_t w) {
 ElementwiseCost copy_bytes(std::int64_t w) {
   return {2 * w, 2 * w};
 }
+// A copy that PyTorch's layout needs and Transformer Engine's does not (repeat_kv, the attention
+// output's transpose), and one that only Megatron-Core's q/k/v split makes.
+ElementwiseCost torch_only_copy_bytes(std::int64_t w) {
+  return {2 * w, 2 * w, 0};
+}
+ElementwiseCost te_only_copy_bytes(std::int64_t w) {
+  return {0, 0, 2 * w};
+}
 ElementwiseCost loss_bytes(std::int64_t w) {
   return {8 + w, 4 + w};
 }
@@ -204,6 +217,8 @@ void add_elementwise(Arith& m, Cost& c, ElementwiseCost per_element, std::int64_
   c.work.elementwise_bytes = m.add(c.work.elementwise_bytes, m.mul(per_element.eager, elements));
   c.work.fused_elementwise_bytes =
       m.add(c.work.fused_elementwise_bytes, m.mul(per_element.fused, elements));
+  const std::int64_t te = per_element.te < 0 ? per_element.fused : per_element.te;
+  c.work.te_elementwise_bytes = m.add(c.work.te_elementwise_bytes, m.mul(te, elements));
 }
 
 GemmShape& add_gemm(Cost& c, std::int64_t n, std::int64_t k, std::int64_t count = 1,
@@ -311,6 +326,8 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     list.add(p + "attn.c_proj.bias", {h}, "n_embd");
     add_gemm(c, qkv, h).input_group = kAttentionInput;
     add_gemm(c, h, o_in);
+    // Megatron-Core reshapes q out of linear_qkv's interleaved output (a copy).
+    add_elementwise(m, c, te_only_copy_bytes(w), q_dim);
     // ln_1 output (c_attn input); q/k/v (flash attention's inputs); Conv1D is addmm
     produce(c, m, Producer::kOther, rep_bytes(h), rep_bytes(h));
     produce(c, m, Producer::kMatmul, bytes(qkv), bytes(qkv), mm_flops(h, qkv));
@@ -391,8 +408,10 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     add_elementwise(m, c, rope_bytes(w), m.add(q_dim, kv_dim));
     if (a.kv_heads != a.heads) {
       // torchtitan's repeat_kv materialises k and v for every query head before attention.
-      add_elementwise(m, c, copy_bytes(w), m.mul(2, q_dim));
+      add_elementwise(m, c, torch_only_copy_bytes(w), m.mul(2, q_dim));
     }
+    // Megatron-Core reshapes q out of linear_qkv's interleaved output (a copy).
+    add_elementwise(m, c, te_only_copy_bytes(w), q_dim);
     // norm output (q/k/v input); q and k before rotary (not read by backward) and after it;
     // v; flash attention reads q, k, v
     produce(c, m, Producer::kOther, rep_bytes(h), rep_bytes(h));
@@ -408,8 +427,9 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
   c.flops.attention_per_seq = m.mul(2, a.heads, m.add(a.qk_head_dim, a.v_head_dim));
   c.work.attention = {.heads = a.heads, .qk_head_dim = a.qk_head_dim,
                       .v_head_dim = a.v_head_dim, .causal = true};
-  // The attention output back from (batch, heads, seq) order (transpose + contiguous).
-  add_elementwise(m, c, copy_bytes(w), o_in);
+  // The attention output back from (batch, heads, seq) order (transpose + contiguous); TE's
+  // attention writes [s, b, heads x d] itself.
+  add_elementwise(m, c, torch_only_copy_bytes(w), o_in);
 }
 
 void add_dense_mlp(const HubArch& a, const Split& sp, const std::string& p, ParamList& list,

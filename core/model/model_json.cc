@@ -63,8 +63,9 @@ Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::st
   FSDP_TRY(const json* obj, unit_reader.get_object("work"));
   const std::string path = unit_reader.field_path("work");
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(*obj, source, path));
-  FSDP_RETURN_IF_ERROR(r.reject_unknown(
-      {"gemms", "attention", "elementwise_bytes", "fused_elementwise_bytes", "collectives"}));
+  FSDP_RETURN_IF_ERROR(
+      r.reject_unknown({"gemms", "attention", "elementwise_bytes", "fused_elementwise_bytes",
+                        "te_elementwise_bytes", "collectives"}));
   if (r.find("gemms") != nullptr) {
     FSDP_TRY(const json* list, r.get_array("gemms"));
     for (std::size_t i = 0; i < list->size(); ++i) {
@@ -97,6 +98,8 @@ Expected<UnitWork> parse_work(const JsonObjectReader& unit_reader, const std::st
   FSDP_TRY(work.elementwise_bytes, r.get_int_or("elementwise_bytes", 0, 0));
   FSDP_TRY(work.fused_elementwise_bytes,
            r.get_int_or("fused_elementwise_bytes", 0, work.elementwise_bytes));
+  FSDP_TRY(work.te_elementwise_bytes,
+           r.get_int_or("te_elementwise_bytes", 0, work.fused_elementwise_bytes));
   if (r.find("collectives") != nullptr) {
     FSDP_TRY(const json* list, r.get_array("collectives"));
     for (std::size_t i = 0; i < list->size(); ++i) {
@@ -169,6 +172,7 @@ ordered_json work_to_json(const UnitWork& work) {
   }
   out["elementwise_bytes"] = work.elementwise_bytes;
   out["fused_elementwise_bytes"] = work.fused_elementwise_bytes;
+  out["te_elementwise_bytes"] = work.te_elementwise_bytes;
   if (!work.collectives.empty()) {
     ordered_json list = ordered_json::array();
     for (const ActivationCollective& c : work.collectives) {

@@ -70,6 +70,9 @@ Status validate_unit_work(const UnitWork& work, std::string_view what) {
                 str_cat("an integer in [0, elementwise_bytes = ", work.elementwise_bytes, "]"),
                 work.fused_elementwise_bytes);
   }
+  if (work.te_elementwise_bytes < 0) {
+    return fail("te_elementwise_bytes", "a non-negative integer", work.te_elementwise_bytes);
+  }
   for (std::size_t i = 0; i < work.collectives.size(); ++i) {
     const ActivationCollective& c = work.collectives[i];
     if (c.site.empty()) {

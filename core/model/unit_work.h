@@ -84,9 +84,11 @@ struct UnitWork {
   std::vector<GemmShape> gemms;
   AttentionShape attention;
   // HBM bytes per token read and written by the forward's non-matmul kernels: one kernel per op
-  // as eager PyTorch runs them, and with elementwise chains fused (torch.compile).
+  // as eager PyTorch runs them, with elementwise chains fused (torch.compile), and as
+  // Megatron-Core's Transformer Engine layer runs them (fused, with its own layout's copies).
   std::int64_t elementwise_bytes = 0;
   std::int64_t fused_elementwise_bytes = 0;
+  std::int64_t te_elementwise_bytes = 0;
   // The activation collectives of a tensor- or expert-parallel split, in the order the forward
   // (then the backward) issues them; empty for an unsplit model. Not kernels: empty() ignores
   // them.
@@ -95,7 +97,7 @@ struct UnitWork {
   // No GEMM, no attention, no elementwise bytes: the unit is costed from its FLOPs.
   bool empty() const {
     return gemms.empty() && attention.heads == 0 && elementwise_bytes == 0 &&
-           fused_elementwise_bytes == 0;
+           fused_elementwise_bytes == 0 && te_elementwise_bytes == 0;
   }
   friend bool operator==(const UnitWork&, const UnitWork&) = default;
 };

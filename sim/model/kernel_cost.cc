@@ -237,8 +237,10 @@ Expected<KernelTimes> unit_kernel_times(OpKind kind, const UnitWork& work, const
                                                            : profile.attention_backward_flops);
     t.attention = backward ? kAttentionBackwardWork * flops / backward_rate : flops / forward_rate;
   }
-  const double bytes =
-      static_cast<double>(fused ? work.fused_elementwise_bytes : work.elementwise_bytes) * tokens;
+  const std::int64_t per_token = cudnn   ? work.te_elementwise_bytes
+                                 : fused ? work.fused_elementwise_bytes
+                                         : work.elementwise_bytes;
+  const double bytes = static_cast<double>(per_token) * tokens;
   t.elementwise = bytes * (backward ? kElementwiseBackwardFactor : 1.0) / r.hbm;
   if (backward && !cudnn) {
     t.elementwise += input_gradient_sum_bytes(work.gemms, tokens, workload.compile) / r.hbm;

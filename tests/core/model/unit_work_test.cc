@@ -40,6 +40,9 @@ TEST(UnitWorkTest, ImporterListsEveryGemmOfALlamaLayer) {
   // Fused: norms 4 B, residuals 6, RoPE 4, the copies as before, SiLU-and-multiply 6.
   EXPECT_EQ(w.fused_elementwise_bytes,
             2 * 4096 * 4 + 2 * 4096 * 6 + 5120 * 4 + 8192 * 4 + 4096 * 4 + 14336 * 6);
+  // Megatron-Core's TE layer: no repeat_kv copy, no transpose of the attention output, but q
+  // copied out of linear_qkv's output (4096 x 4).
+  EXPECT_EQ(w.te_elementwise_bytes, 2 * 4096 * 4 + 2 * 4096 * 6 + 5120 * 4 + 4096 * 4 + 14336 * 6);
 }
 
 TEST(UnitWorkTest, HeadCountsTheLogitsGemmAndTheLoss) {
@@ -82,6 +85,12 @@ TEST(UnitWorkTest, BadWorkIsOneLineNamingTheField) {
   w.attention.heads = 2;
   EXPECT_FALSE(validate_unit_work(w, "u").ok());
   w = UnitWork{};
+  w.te_elementwise_bytes = -1;
+  s = validate_unit_work(w, "u");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "u: work te_elementwise_bytes: expected a non-negative integer, got -1");
+  w = UnitWork{};
   w.elementwise_bytes = 4;
   w.fused_elementwise_bytes = 5;
   s = validate_unit_work(w, "u");
@@ -115,11 +124,12 @@ TEST(UnitWorkTest, AnInputGroupReadsOneTensor) {
 
 TEST(UnitWorkTest, ModelFilesKeepInputGroupsAndTheOutputHead) {
   const std::string text =
-      R"({"format": "fsdpsim-model", "version": 1, "name": "m", "units": [{"name": "u", "work": {"gemms": [{"n": 4, "k": 2, "input_group": 1}, {"n": 8, "k": 2, "output_head": true}]}}]})";
+      R"({"format": "fsdpsim-model", "version": 1, "name": "m", "units": [{"name": "u", "work": {"gemms": [{"n": 4, "k": 2, "input_group": 1}, {"n": 8, "k": 2, "output_head": true}], "elementwise_bytes": 10, "fused_elementwise_bytes": 6}}]})";
   const Model m = parse_model_json(text, "m.json").value();
   const UnitWork& w = m.units()[0].work();
   EXPECT_EQ(w.gemms[0], (GemmShape{.n = 4, .k = 2, .input_group = 1}));
   EXPECT_EQ(w.gemms[1], (GemmShape{.n = 8, .k = 2, .output_head = true}));
+  EXPECT_EQ(w.te_elementwise_bytes, 6);  // a file without it: the fused bytes
   EXPECT_EQ(parse_model_json(model_to_json_text(m), "again").value(), m);
   const auto bad = parse_model_json(
       R"({"format": "fsdpsim-model", "version": 1, "name": "m", "units": [{"name": "u", "work": {"gemms": [{"n": 4, "k": 2, "output_head": 1}]}}]})",

@@ -107,6 +107,11 @@ TEST(KernelCostTest, ElementwiseIsTrafficAndCompileFusesIt) {
   EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).elementwise, 4e6 / 1e12, 1e-18);
   wl.compile = true;
   EXPECT_NEAR(times(OpKind::kForward, w, wl, hw).elementwise, 0.6e6 / 1e12, 1e-18);
+  // Transformer Engine: its own figure (Megatron-Core's layout).
+  w.te_elementwise_bytes = 200;
+  wl.kernels = KernelLibrary::kTransformerEngine;
+  EXPECT_NEAR(times(OpKind::kForward, w, wl, hw).elementwise, 0.4e6 / 1e12, 1e-18);
+  EXPECT_NEAR(times(OpKind::kBackward, w, wl, hw).elementwise, 0.8e6 / 1e12, 1e-18);
 }
 
 TEST(KernelCostTest, Fp8RunsAtTheFp8PeakAndPaysItsCasts) {
