@@ -171,8 +171,8 @@ struct Cost {
 // once. Under Megatron-Core's Transformer Engine layer (`te`) the chains are fused as well, and
 // its layout differs in three copies (docs/models.md, "Kernels per unit"): TE's attention takes
 // grouped k/v heads as they are (no repeat_kv) and writes its output in [s, b, heads x d] order
-// (no transpose back), while q is copied out of the fused q/k/v output (its reshape of a split
-// view).
+// (no transpose back), while under GQA q is copied out of the fused q/k/v output (its reshape
+// of a split view).
 struct ElementwiseCost {
   std::int64_t eager = 0;
   std::int64_t fused = 0;
@@ -326,8 +326,6 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     list.add(p + "attn.c_proj.bias", {h}, "n_embd");
     add_gemm(c, qkv, h).input_group = kAttentionInput;
     add_gemm(c, h, o_in);
-    // Megatron-Core reshapes q out of linear_qkv's interleaved output (a copy).
-    add_elementwise(m, c, te_only_copy_bytes(w), q_dim);
     // ln_1 output (c_attn input); q/k/v (flash attention's inputs); Conv1D is addmm
     produce(c, m, Producer::kOther, rep_bytes(h), rep_bytes(h));
     produce(c, m, Producer::kMatmul, bytes(qkv), bytes(qkv), mm_flops(h, qkv));
@@ -409,9 +407,10 @@ void add_attention(const HubArch& a, const Split& sp, const std::string& p, Para
     if (a.kv_heads != a.heads) {
       // torchtitan's repeat_kv materialises k and v for every query head before attention.
       add_elementwise(m, c, torch_only_copy_bytes(w), m.mul(2, q_dim));
+      // Megatron-Core reshapes q, [groups, heads per group x d] of linear_qkv's interleaved
+      // output, to [heads, d]: a copy (with one head per group the reshape is a view).
+      add_elementwise(m, c, te_only_copy_bytes(w), q_dim);
     }
-    // Megatron-Core reshapes q out of linear_qkv's interleaved output (a copy).
-    add_elementwise(m, c, te_only_copy_bytes(w), q_dim);
     // norm output (q/k/v input); q and k before rotary (not read by backward) and after it;
     // v; flash attention reads q, k, v
     produce(c, m, Producer::kOther, rep_bytes(h), rep_bytes(h));

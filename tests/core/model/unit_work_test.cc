@@ -45,6 +45,14 @@ TEST(UnitWorkTest, ImporterListsEveryGemmOfALlamaLayer) {
   EXPECT_EQ(w.te_elementwise_bytes, 2 * 4096 * 4 + 2 * 4096 * 6 + 5120 * 4 + 4096 * 4 + 14336 * 6);
 }
 
+TEST(UnitWorkTest, TransformerEngineCopiesQOnlyUnderGroupedQueryAttention) {
+  // GPT-3 175B: 96 heads of 128, one query head per group: Megatron-Core's q reshape is a view,
+  // so TE saves the attention output's transpose (12,288 x 2w) and pays nothing back.
+  const Model m = load_model_preset("gpt3-175b").value();
+  const UnitWork& w = m.units()[static_cast<std::size_t>(m.find_unit("layers.0"))].work();
+  EXPECT_EQ(w.te_elementwise_bytes, w.fused_elementwise_bytes - 12288 * 4);
+}
+
 TEST(UnitWorkTest, HeadCountsTheLogitsGemmAndTheLoss) {
   const Model m = load_model_preset("llama-3-8b").value();
   const UnitWork& w = m.units().back().work();
