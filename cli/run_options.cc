@@ -80,7 +80,8 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("reduce-dtype", po::value(&o->reduce_dtype),
        "dtype gradients are reduce-scattered in: fp32 | bf16 (default: the gradient dtype)")
       ("fp8-all-gather", po::bool_switch(&o->fp8_all_gather),
-       "weights all-gathered and held unsharded in fp8 (torchao float8; needs --compute-dtype fp8)")
+       "weights all-gathered and held unsharded in fp8 (torchao float8; needs --compute-dtype "
+       "fp8); the embedding and the output head, which run no fp8 GEMM, stay in the compute dtype")
       ("framework", po::value(&o->framework)->default_value(o->framework),
        "megatron-fsdp (DBuffer) | fsdp2 (all-gather output + per-parameter copy-out) | fsdp1\n"
        "(flat parameters): buffer lifetimes, copies, loss and optimizer temporaries")

@@ -387,7 +387,7 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       ("param-dtype", po::value(&run.param_dtype), "bf16 | fp32 (default: the model's)")
       ("reduce-dtype", po::value(&run.reduce_dtype), "fp32 | bf16 (default: the gradient's)")
       ("fp8-all-gather", po::bool_switch(&run.fp8_all_gather),
-       "weights gathered in fp8 (needs --compute-dtype fp8)")
+       "weights gathered in fp8, but the embedding's and the head's (needs --compute-dtype fp8)")
       ("optimizer", po::value(&run.optimizer)->default_value(run.optimizer),
        "sgd | sgd-momentum | adam")
       ("main-params", po::value(&run.main_params)->default_value(run.main_params),
