@@ -54,7 +54,11 @@ class Channel {
   }
 
  private:
-  Status barrier(std::int64_t member, const char* what);
+  // Waits for every member. An abortable barrier returns the world's error when another rank
+  // aborts; the barrier that ends a collective's copy phase is not abortable: every member has
+  // passed the first barrier and only copies from the others' buffers until it arrives, so
+  // letting one leave early would let its thread free a buffer a peer is still reading.
+  Status barrier(std::int64_t member, const char* what, bool abortable = true);
   Status validate(std::int64_t member) const;
   std::int64_t size() const { return static_cast<std::int64_t>(ranks_.size()); }
 
@@ -132,7 +136,7 @@ class World final : public InProcessWorld, public std::enable_shared_from_this<W
   std::atomic<bool> aborted_{false};
 };
 
-Status Channel::barrier(std::int64_t member, const char* what) {
+Status Channel::barrier(std::int64_t member, const char* what, bool abortable) {
   std::unique_lock<std::mutex> lock(mu_);
   const std::int64_t gen = generation_;
   present_[idx(member)] = 1;
@@ -145,7 +149,7 @@ Status Channel::barrier(std::int64_t member, const char* what) {
   }
   const auto timeout = world_->timeout();
   const bool done = cv_.wait_until(lock, std::chrono::steady_clock::now() + timeout, [&] {
-    return generation_ != gen || world_->aborted();
+    return generation_ != gen || (abortable && world_->aborted());
   });
   if (generation_ != gen) {
     return ok_status();
@@ -253,7 +257,7 @@ Status Channel::run(std::int64_t member, Slot mine) {
       }
     }
   }
-  FSDP_RETURN_IF_ERROR(barrier(member, what));
+  FSDP_RETURN_IF_ERROR(barrier(member, what, /*abortable=*/false));
   if (me.kind == OpKind::kAllReduce || me.kind == OpKind::kReduceScatter) {
     std::copy(reduced.begin(), reduced.end(), static_cast<float*>(me.recv));
   }

@@ -196,6 +196,13 @@ Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, 
   FSDP_TRY(std::unique_ptr<Executor> executor,
            Executor::make(setup.schedule, rank, model.split ? model.initial : setup.initial,
                           decoder.get(), &device, &comms, options));
+  // On every way out, the device's streams drain before the executor and the decoder free what
+  // their queued tasks use: a collective still copying from this rank's buffers for a peer
+  // (in-process ranks share memory) must finish first.
+  struct DrainOnExit {
+    Device& device;
+    ~DrainOnExit() { static_cast<void>(device.synchronize()); }
+  } drain{device};
   RankResult result;
   result.rank = rank;
   const CheckpointOptions& ckpt = spec.checkpoint;
