@@ -137,10 +137,13 @@ Status print_text(const Model& m, std::string_view source, std::int64_t seq_len,
          {std::pair{"selective-op", &u.activations().selective_op},
           std::pair{"core-attention", &u.activations().core_attention}}) {
       if (figures->has_value()) {
-        os << "  " << mode << " keeps " << grouped((*figures)->kept) << " bytes, re-materialises "
-           << grouped((*figures)->transient) << ", recomputes " << grouped((*figures)->flops.matmul)
-           << " matmul FLOPs + " << grouped((*figures)->flops.attention_per_seq)
-           << " x s attention\n";
+        os << "  " << mode << " keeps " << grouped((*figures)->kept) << " bytes";
+        if ((*figures)->unread > 0) {
+          os << " (" << grouped((*figures)->kept - (*figures)->unread) << " compiled)";
+        }
+        os << ", re-materialises " << grouped((*figures)->transient) << ", recomputes "
+           << grouped((*figures)->flops.matmul) << " matmul FLOPs + "
+           << grouped((*figures)->flops.attention_per_seq) << " x s attention\n";
       }
     }
     if (summary) {

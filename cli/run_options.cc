@@ -66,7 +66,8 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
        "sequences per microbatch per rank (per tensor-parallel group with a tp axis)")
       ("compile", po::bool_switch(&o->compile),
-       "the model runs compiled (torch.compile): elementwise kernels fused")
+       "the model runs compiled (torch.compile): elementwise kernels fused; with\n"
+       "--recompute selective-op a block keeps only the saved outputs backward reads")
       ("compute-dtype", po::value(&o->compute_dtype)->default_value(o->compute_dtype),
        "math of the weight matmuls: bf16 | fp8 (dynamic tensorwise float8; attention stays bf16)")
       ("kernels", po::value(&o->kernels)->default_value(o->kernels),

@@ -100,7 +100,8 @@ std::optional<std::string> apply_sim_options(const std::string& straggler, bool 
 // recomputed, the largest re-materialised set and the recompute FLOPs (docs/models.md).
 std::string recompute_line(const PlannedRun& run) {
   const std::int64_t tokens = run.workload.seq_len * run.workload.micro_batch_size;
-  const std::vector<UnitCheckpoint> checkpoints = checkpoints_of(run.config.recompute(), run.model);
+  const std::vector<UnitCheckpoint> checkpoints =
+      checkpoints_of(run.config.recompute(), run.model, run.workload.compile);
   double kept = 0;
   double largest_transient = 0;
   double flops = 0;
@@ -125,7 +126,21 @@ std::string recompute_line(const PlannedRun& run) {
                 to_string(run.config.recompute()).c_str(), kept / kGiB,
                 static_cast<long long>(recomputed), checkpoints.size(), largest_transient / kGiB,
                 flops * 1e-12);
-  return buf;
+  std::string line = buf;
+  if (run.workload.compile) {
+    // What --compile leaves out: saved outputs nothing of backward reads (docs/models.md).
+    double eager_kept = 0;
+    for (const UnitCheckpoint& c : checkpoints_of(run.config.recompute(), run.model, false)) {
+      eager_kept += static_cast<double>(c.kept) * static_cast<double>(tokens);
+    }
+    if (eager_kept > kept) {
+      std::snprintf(buf, sizeof buf,
+                    "; compiled, %.2f GiB of saved outputs no backward reads not kept",
+                    (eager_kept - kept) / kGiB);
+      line += buf;
+    }
+  }
+  return line;
 }
 
 // What --framework, --reshard-after-forward, --param-dtype, --reduce-dtype and

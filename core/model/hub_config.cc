@@ -150,6 +150,9 @@ struct Tensor {
   std::int64_t bytes = 0;
   std::int64_t needed = 0;
   std::int64_t flops = 0;
+  // Read neither by backward nor by the recompute of a tensor backward reads: a saved one is
+  // kept by eager checkpointing only (CheckpointFigures::unread).
+  bool unread = false;
 };
 
 struct Cost {
@@ -237,7 +240,8 @@ constexpr std::int64_t kMlpInput = 2;
 // Records a tensor of the forward: the bytes backward reads count as stored, its FLOPs as matmul.
 void produce(Cost& c, Arith& m, Producer producer, std::int64_t bytes, std::int64_t needed,
              std::int64_t flops = 0) {
-  c.tensors.push_back(Tensor{producer, bytes, needed, flops});
+  c.tensors.push_back(
+      Tensor{.producer = producer, .bytes = bytes, .needed = needed, .flops = flops});
   c.activations.stored = m.add(c.activations.stored, needed);
   c.flops.matmul = m.add(c.flops.matmul, flops);
 }
@@ -251,7 +255,8 @@ Producer linear(bool bias) {
 // selective-op (torchtitan's policy): the block input (the checkpoint's input), the outputs of
 // odd-numbered aten.mm calls and the attention core's output and lse are kept; every other
 // tensor backward reads is re-materialised by the recompute, which runs every op but the kept
-// ones. core-attention (Megatron-LM): only the core is recomputed; with flash attention its
+// ones. A kept tensor that nothing of backward reads is `unread` (compiled blocks do not keep
+// it). core-attention (Megatron-LM): only the core is recomputed; with flash attention its
 // saved q, k, v stay (they are its checkpoint's inputs) and so does its output (o_proj saved
 // it), so what is freed is the lse, and the recompute re-materialises output and lse.
 void finish_block(Cost& c, Arith& m, std::int64_t input) {
@@ -265,6 +270,9 @@ void finish_block(Cost& c, Arith& m, std::int64_t input) {
     }
     if (saved) {
       op.kept = m.add(op.kept, t.bytes);
+      if (t.unread) {
+        op.unread = m.add(op.unread, t.bytes);
+      }
     } else {
       op.transient = m.add(op.transient, t.needed);
       op.flops.matmul = m.add(op.flops.matmul, t.flops);
@@ -451,6 +459,7 @@ void add_dense_mlp(const HubArch& a, const Split& sp, const std::string& p, Para
     produce(c, m, Producer::kMatmul, inter_bytes, inter_bytes, flops);
     produce(c, m, Producer::kOther, inter_bytes, inter_bytes);
     produce(c, m, Producer::kMatmul, h_bytes, 0, flops);
+    c.tensors.back().unread = true;
     return;
   }
   const std::string s = p + std::string(module);
@@ -476,7 +485,10 @@ void add_dense_mlp(const HubArch& a, const Split& sp, const std::string& p, Para
   produce(c, m, linear(a.mlp_bias), inter_bytes, inter_bytes, flops);
   produce(c, m, linear(a.mlp_bias), inter_bytes, inter_bytes, flops);
   produce(c, m, Producer::kOther, inter_bytes, inter_bytes);
+  // down_proj's output goes into the residual sum, the layer's output: nothing of this layer's
+  // backward reads it, nor is anything backward reads recomputed from it.
   produce(c, m, linear(a.mlp_bias), h_bytes, 0, flops);
+  c.tensors.back().unread = true;
 }
 
 void add_moe(const HubArch& a, const Split& sp, const std::string& p, ParamList& list, Arith& m,
@@ -724,6 +736,7 @@ Expected<Unit> build_layer(const HubArch& a, const Split& sp, std::string_view s
   }
   // The second residual sum: the layer's output, read by no backward of this layer.
   produce(c, m, Producer::kOther, h_bytes, 0);
+  c.tensors.back().unread = true;
   const std::int64_t rep_elements = ceil_div(m.mul(2, h), sp.seq());
   add_elementwise(m, c, a.gpt2_names ? layer_norm_bytes(w) : rms_norm_bytes(w), rep_elements);
   add_elementwise(m, c, residual_bytes(w), rep_elements);

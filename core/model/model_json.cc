@@ -202,10 +202,11 @@ Expected<std::optional<CheckpointFigures>> read_checkpoint_figures(const JsonObj
   }
   FSDP_TRY(const json* obj, a.get_object(key));
   FSDP_TRY(const JsonObjectReader r, JsonObjectReader::make(*obj, source, a.field_path(key)));
-  FSDP_RETURN_IF_ERROR(r.reject_unknown({"kept", "transient", "recompute_flops"}));
+  FSDP_RETURN_IF_ERROR(r.reject_unknown({"kept", "transient", "unread", "recompute_flops"}));
   CheckpointFigures f;
   FSDP_TRY(f.kept, r.get_int("kept", 0));
   FSDP_TRY(f.transient, r.get_int("transient", 0));
+  FSDP_TRY(f.unread, r.get_int_or("unread", 0, 0));
   if (r.find("recompute_flops") != nullptr) {
     FSDP_TRY(const json* fl, r.get_object("recompute_flops"));
     FSDP_TRY(const JsonObjectReader fr,
@@ -361,6 +362,9 @@ ordered_json model_to_json(const Model& model) {
                             {"recompute_flops",
                              {{"matmul", (*figures)->flops.matmul},
                               {"attention_per_seq", (*figures)->flops.attention_per_seq}}}};
+        if ((*figures)->unread != 0) {
+          activations[key]["unread"] = (*figures)->unread;
+        }
       }
     }
     if (!a.block) {

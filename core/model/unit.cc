@@ -52,6 +52,7 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
     if (f->has_value()) {
       checks.emplace_back(str_cat("activation bytes ", mode, " kept"), (*f)->kept);
       checks.emplace_back(str_cat("activation bytes ", mode, " transient"), (*f)->transient);
+      checks.emplace_back(str_cat("activation bytes ", mode, " unread"), (*f)->unread);
       checks.emplace_back(str_cat("activation ", mode, " recompute flops matmul"),
                           (*f)->flops.matmul);
       checks.emplace_back(str_cat("activation ", mode, " recompute flops attention_per_seq"),
@@ -62,6 +63,14 @@ Expected<Unit> Unit::make(std::string name, std::int32_t parent, std::vector<Par
     if (value < 0) {
       return fail(ErrorCode::kInvalidArgument,
                   str_cat(what, ": expected a non-negative integer, got ", value));
+    }
+  }
+  for (const auto& [mode, f] : {std::pair{"selective_op", &activations.selective_op},
+                                std::pair{"core_attention", &activations.core_attention}}) {
+    if (f->has_value() && (*f)->unread > (*f)->kept) {
+      return fail(ErrorCode::kInvalidArgument,
+                  str_cat("activation bytes ", mode, " unread: expected at most kept (", (*f)->kept,
+                          "), got ", (*f)->unread));
     }
   }
   FSDP_RETURN_IF_ERROR(validate_unit_work(work, str_cat("unit '", name, "'")));

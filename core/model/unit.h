@@ -30,6 +30,11 @@ struct CheckpointFigures {
   std::int64_t kept = 0;       // activation bytes kept from the forward until backward
   std::int64_t transient = 0;  // bytes the recompute re-materialises, live until backward
   UnitFlops flops{};           // the recompute's FLOPs (zero: nothing is recomputed)
+  // Of `kept`, the bytes of saved tensors that neither backward nor the recompute reads (a
+  // selective-op block's MLP output before the residual add). Eager checkpointing keeps them
+  // (its policy caches every saved op's output); torch.compile's partitioner saves only what the
+  // backward graph uses, so a compiled block keeps `kept - unread` (docs/models.md).
+  std::int64_t unread = 0;
   friend bool operator==(const CheckpointFigures&, const CheckpointFigures&) = default;
 };
 

@@ -32,12 +32,13 @@ UnitCheckpoint kept_all(const Unit& unit) {
   return UnitCheckpoint{.kept = unit.activations().stored};
 }
 
-UnitCheckpoint selective(const Unit& unit, const std::optional<CheckpointFigures>& figures) {
+UnitCheckpoint selective(const Unit& unit, const std::optional<CheckpointFigures>& figures,
+                         bool compiled) {
   if (!figures.has_value()) {
     return whole(unit);
   }
   return UnitCheckpoint{.recomputed = figures->transient > 0 || figures->flops != UnitFlops{},
-                        .kept = figures->kept,
+                        .kept = compiled ? figures->kept - figures->unread : figures->kept,
                         .transient = figures->transient,
                         .flops = figures->flops};
 }
@@ -94,16 +95,16 @@ Expected<RecomputePolicy> RecomputePolicy::parse(std::string_view text) {
 }
 
 UnitCheckpoint checkpoint_of(const RecomputePolicy& policy, const Unit& unit,
-                             std::int64_t block_index) {
+                             std::int64_t block_index, bool compiled) {
   switch (policy.mode()) {
     case RecomputeMode::kNone:
       return kept_all(unit);
     case RecomputeMode::kFull:
       return whole(unit);
     case RecomputeMode::kSelectiveOp:
-      return selective(unit, unit.activations().selective_op);
+      return selective(unit, unit.activations().selective_op, compiled);
     case RecomputeMode::kCoreAttention:
-      return selective(unit, unit.activations().core_attention);
+      return selective(unit, unit.activations().core_attention, compiled);
     case RecomputeMode::kSelectiveLayer:
       // torchtitan's _apply_layer_sac counts the blocks from 1 and checkpoints count % K == 0.
       if (unit.activations().block && block_index >= 0 &&
@@ -115,12 +116,13 @@ UnitCheckpoint checkpoint_of(const RecomputePolicy& policy, const Unit& unit,
   return kept_all(unit);
 }
 
-std::vector<UnitCheckpoint> checkpoints_of(const RecomputePolicy& policy, const Model& model) {
+std::vector<UnitCheckpoint> checkpoints_of(const RecomputePolicy& policy, const Model& model,
+                                           bool compiled) {
   std::vector<UnitCheckpoint> out;
   out.reserve(model.units().size());
   std::int64_t block = 0;
   for (const Unit& unit : model.units()) {
-    out.push_back(checkpoint_of(policy, unit, unit.activations().block ? block++ : -1));
+    out.push_back(checkpoint_of(policy, unit, unit.activations().block ? block++ : -1, compiled));
   }
   return out;
 }

@@ -70,11 +70,14 @@ struct UnitCheckpoint {
 
 // The checkpoint of `unit` under `policy`; `block_index` is the unit's position (0-based) among
 // the model's transformer blocks (UnitActivations::block), -1 for a unit that is none.
+// `compiled`: the blocks run under torch.compile, whose partitioner saves only what the backward
+// graph reads, so a selective mode keeps its figures' `kept - unread` (CheckpointFigures).
 UnitCheckpoint checkpoint_of(const RecomputePolicy& policy, const Unit& unit,
-                             std::int64_t block_index);
+                             std::int64_t block_index, bool compiled = false);
 
 // checkpoint_of every unit of `model`, in unit order, its blocks counted in that order.
-std::vector<UnitCheckpoint> checkpoints_of(const RecomputePolicy& policy, const Model& model);
+std::vector<UnitCheckpoint> checkpoints_of(const RecomputePolicy& policy, const Model& model,
+                                           bool compiled);
 
 // The form parse reads: "none", "full", "selective-op", "selective-layer:2", "core-attention".
 std::string to_string(const RecomputePolicy& policy);

@@ -137,7 +137,7 @@ class ProgramBuilder {
     unit_grad_buffer_.assign(groups.size(), -1);
     resident_.assign(groups.size(), GroupResident{});
     activation_buffer_.assign(units.size(), -1);
-    checkpoints_ = checkpoints_of(config.recompute(), model);
+    checkpoints_ = checkpoints_of(config.recompute(), model, workload.compile);
     forward_position_.assign(units.size(), -1);
     backward_position_.assign(units.size(), -1);
     for (std::size_t i = 0; i < forward_order.size(); ++i) {

@@ -280,6 +280,8 @@ TEST(HubConfigTest, CheckpointFiguresOfALlama3_8bLayer) {
   // output (mm 7).
   EXPECT_EQ(a.selective_op->kept, 8'192 + 8'192 + 2'048 + 8'192 + 128 + 28'672 + 8'192);
   EXPECT_EQ(a.selective_op->kept, 63'616);
+  // Of these, down_proj's output feeds only the layer's output: a compiled block does not keep it.
+  EXPECT_EQ(a.selective_op->unread, 8'192);
   // Re-materialised: norm output, q and k after rotary, residual, norm output, up, SiLU x up.
   EXPECT_EQ(a.selective_op->transient, 8'192 + 8'192 + 2'048 + 8'192 + 8'192 + 28'672 + 28'672);
   EXPECT_EQ(a.selective_op->transient, 92'160);
@@ -290,6 +292,7 @@ TEST(HubConfigTest, CheckpointFiguresOfALlama3_8bLayer) {
   EXPECT_EQ(a.core_attention->kept, 139'392 - 128);
   EXPECT_EQ(a.core_attention->transient, 8'192 + 128);
   EXPECT_EQ(a.core_attention->flops, (UnitFlops{0, 16'384}));
+  EXPECT_EQ(a.core_attention->unread, 0);
   // GiB per layer at s = 8192, micro-batch 1 (docs/models.md's table).
   const auto gib = [](std::int64_t per_token) {
     return static_cast<double>(per_token * 8192) / static_cast<double>(1LL << 30);
@@ -297,6 +300,7 @@ TEST(HubConfigTest, CheckpointFiguresOfALlama3_8bLayer) {
   EXPECT_NEAR(gib(a.stored), 1.0635, 5e-5);
   EXPECT_NEAR(gib(a.recompute), 0.0625, 5e-5);
   EXPECT_NEAR(gib(a.selective_op->kept), 0.4854, 5e-5);
+  EXPECT_NEAR(gib(a.selective_op->kept - a.selective_op->unread), 0.4229, 5e-5);
   EXPECT_NEAR(gib(a.selective_op->transient), 0.7031, 5e-5);
   EXPECT_NEAR(gib(a.core_attention->kept), 1.0625, 5e-5);
   // torchtitan checkpoints the blocks only: embedding and head keep everything.

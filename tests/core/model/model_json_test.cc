@@ -80,13 +80,14 @@ TEST(ModelJsonTest, ImportedModelsRoundTrip) {
 TEST(ModelJsonTest, ReadsTheCheckpointFiguresAndDefaultsOlderFilesToWholeUnits) {
   json doc = tiny();
   doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {
-      {"kept", 40}, {"transient", 30}, {"recompute_flops", {{"matmul", 64}}}};
+      {"kept", 40}, {"transient", 30}, {"unread", 12}, {"recompute_flops", {{"matmul", 64}}}};
   doc["units"][1]["activation_bytes_per_token"]["core_attention"] = {
       {"kept", 60}, {"transient", 6}, {"recompute_flops", {{"attention_per_seq", 32}}}};
   doc["units"][0]["activation_bytes_per_token"]["block"] = false;
   const Model m = parse_model_json(doc.dump(), "m.json").value();
   const UnitActivations& a = m.units()[1].activations();
-  EXPECT_EQ(a.selective_op, (CheckpointFigures{.kept = 40, .transient = 30, .flops = {64, 0}}));
+  EXPECT_EQ(a.selective_op,
+            (CheckpointFigures{.kept = 40, .transient = 30, .flops = {64, 0}, .unread = 12}));
   EXPECT_EQ(a.core_attention, (CheckpointFigures{.kept = 60, .transient = 6, .flops = {0, 32}}));
   EXPECT_TRUE(a.block);
   EXPECT_FALSE(m.units()[0].activations().block);
@@ -111,6 +112,10 @@ TEST(ModelJsonTest, BadCheckpointFiguresAreOneLineErrors) {
   doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {
       {"kept", 1}, {"transient", 0}, {"flops", 3}};
   EXPECT_NE(parse_error(doc).find("flops"), std::string::npos) << parse_error(doc);
+  doc["units"][1]["activation_bytes_per_token"]["selective_op"] = {
+      {"kept", 1}, {"transient", 0}, {"unread", 2}};
+  EXPECT_NE(parse_error(doc).find("unread: expected at most kept (1), got 2"), std::string::npos)
+      << parse_error(doc);
   doc["units"][1]["activation_bytes_per_token"].erase("selective_op");
   doc["units"][1]["activation_bytes_per_token"]["block"] = 3;
   EXPECT_NE(parse_error(doc).find("block"), std::string::npos) << parse_error(doc);

@@ -75,6 +75,41 @@ TEST(RecomputePolicyTest, CheckpointOfAUnitPerMode) {
   EXPECT_EQ(checkpoint_of(every2, unit, -1), (UnitCheckpoint{.kept = 100}));
 }
 
+// torch.compile's partitioner saves only what the backward graph reads: a compiled block leaves
+// out the unread part of a selective mode's kept bytes, and nothing else changes.
+TEST(RecomputePolicyTest, ACompiledBlockKeepsNoUnreadOutputs) {
+  const CheckpointFigures op{.kept = 40, .transient = 50, .flops = {30, 0}, .unread = 15};
+  const CheckpointFigures core{.kept = 95, .transient = 7, .flops = {0, 3}};
+  const Unit unit =
+      unit_with({.stored = 100, .recompute = 10, .selective_op = op, .core_attention = core});
+  const RecomputePolicy selective_op = *RecomputePolicy::parse("selective-op");
+  EXPECT_EQ(checkpoint_of(selective_op, unit, 0, false).kept, 40);
+  EXPECT_EQ(checkpoint_of(selective_op, unit, 0, true),
+            (UnitCheckpoint{.recomputed = true, .kept = 25, .transient = 50, .flops = {30, 0}}));
+  for (const char* mode : {"none", "full", "core-attention", "selective-layer:1"}) {
+    const RecomputePolicy policy = *RecomputePolicy::parse(mode);
+    EXPECT_EQ(checkpoint_of(policy, unit, 0, true), checkpoint_of(policy, unit, 0, false)) << mode;
+  }
+  const Unit head =
+      Unit::make("head", Unit::kNoParent, {}, UnitFlops{1, 0},
+                 {.stored = 8, .selective_op = CheckpointFigures{.kept = 8}, .block = false})
+          .value();
+  const Model model = Model::make("m", {unit, head}).value();
+  const std::vector<UnitCheckpoint> compiled = checkpoints_of(selective_op, model, true);
+  ASSERT_EQ(compiled.size(), 2u);
+  EXPECT_EQ(compiled[0].kept, 25);
+  EXPECT_EQ(compiled[1].kept, 8);
+}
+
+TEST(RecomputePolicyTest, UnreadBytesBeyondKeptAreRefused) {
+  const CheckpointFigures op{.kept = 40, .unread = 41};
+  const auto unit = Unit::make("u", Unit::kNoParent, {}, UnitFlops{100, 3},
+                               UnitActivations{.stored = 100, .selective_op = op});
+  ASSERT_FALSE(unit.has_value());
+  EXPECT_EQ(unit.error().message(),
+            "unit 'u': activation bytes selective_op unread: expected at most kept (40), got 41");
+}
+
 TEST(RecomputePolicyTest, AUnitWithoutSelectiveFiguresIsRecomputedWhole) {
   const Unit unit = unit_with({.stored = 100, .recompute = 10});
   const UnitCheckpoint full = checkpoint_of(RecomputePolicy::full(), unit, 0);
