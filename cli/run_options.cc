@@ -24,14 +24,14 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("model", po::value(&o->model)->default_value(o->model),
        "preset name (fsdpsim model --list) or a hub config.json / fsdpsim model JSON file")
       ("mesh", po::value(&o->mesh)->default_value(o->mesh),
-       "device mesh, outermost axis first: dp=16, dp_outer=2,dp_inner=8, or with a tensor-\n"
-       "parallel axis 'tp' (not a dp axis: dp=32,tp=8) or an expert-parallel axis 'ep' (a dp\n"
+       "device mesh, outermost axis first: dp=16, dp_outer=2,dp_inner=8, or with a tensor-"
+       "parallel axis 'tp' (not a dp axis: dp=32,tp=8) or an expert-parallel axis 'ep' (a dp "
        "axis of the dense parameters, experts split over it: dp=8,ep=8)")
       ("sequence-parallel", po::bool_switch(&o->sequence_parallel),
-       "with a tp axis: Megatron sequence parallelism (all-gather + reduce-scatter around each\n"
+       "with a tp axis: Megatron sequence parallelism (all-gather + reduce-scatter around each "
        "tensor-parallel block instead of all-reduces; norms and residuals on 1/tp of the tokens)")
       ("capacity-factor", po::value(&o->capacity_factor)->default_value(o->capacity_factor),
-       "with an ep axis: routed tokens per expert as a multiple of the balanced share (expert\n"
+       "with an ep axis: routed tokens per expert as a multiple of the balanced share (expert "
        "inputs padded to capacity), in [1, 64]")
       ("strategy", po::value(&o->strategy)->default_value(o->strategy),
        "noshard | zero1 | zero2 | zero3 | hsdp | hfsdp (hsdp/hfsdp need a 2-axis mesh)")
@@ -54,8 +54,9 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("unified-streams", po::bool_switch(&o->unified_streams),
        "one stream for all-gathers and reduce-scatters")
       ("recompute", po::value(&o->recompute)->default_value(o->recompute)->implicit_value("full"),
-       "activation checkpointing: none | full (bare --recompute) | selective-op | "
-       "selective-layer:K | core-attention")
+       "activation checkpointing: none | full (bare --recompute: every unit) | selective-op | "
+       "selective-layer:K (every K-th block; :1 is torchtitan's and Megatron's full, blocks "
+       "only) | core-attention")
       ("main-params", po::value(&o->main_params)->default_value(o->main_params),
        "main weight dtype: fp32 | bf16 | fp16")
       ("optimizer", po::value(&o->optimizer)->default_value(o->optimizer),
@@ -66,17 +67,17 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("micro-batch-size", po::value(&o->micro_batch_size)->default_value(o->micro_batch_size),
        "sequences per microbatch per rank (per tensor-parallel group with a tp axis)")
       ("compile", po::bool_switch(&o->compile),
-       "the model runs compiled (torch.compile): elementwise kernels fused; with\n"
+       "the model runs compiled (torch.compile): elementwise kernels fused; with "
        "--recompute selective-op a block keeps only the saved outputs backward reads")
       ("compute-dtype", po::value(&o->compute_dtype)->default_value(o->compute_dtype),
        "math of the weight matmuls: bf16 | fp8 (dynamic tensorwise float8; attention stays bf16)")
       ("kernels", po::value(&o->kernels)->default_value(o->kernels),
-       "torch (PyTorch eager or compiled, FlashAttention-2) | te (Transformer Engine: fused\n"
-       "kernels, cuDNN attention) | auto (the framework's: te for megatron-fsdp, torch for\n"
+       "torch (PyTorch eager or compiled, FlashAttention-2) | te (Transformer Engine: fused "
+       "kernels, cuDNN attention) | auto (the framework's: te for megatron-fsdp, torch for "
        "fsdp2 and fsdp1)")
       ("param-dtype", po::value(&o->param_dtype),
-       "dtype weights are gathered and held unsharded (and computed) in: bf16 | fp32\n"
-       "(default: the model's parameter dtype); fp32 matmuls run at the fp32 (non-tensor-core)\n"
+       "dtype weights are gathered and held unsharded (and computed) in: bf16 | fp32 "
+       "(default: the model's parameter dtype); fp32 matmuls run at the fp32 (non-tensor-core) "
        "peak, as PyTorch's default allow_tf32=False does")
       ("reduce-dtype", po::value(&o->reduce_dtype),
        "dtype gradients are reduce-scattered in: fp32 | bf16 (default: the gradient dtype)")
@@ -84,11 +85,11 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
        "weights all-gathered and held unsharded in fp8 (torchao float8; needs --compute-dtype "
        "fp8); the embedding and the output head, which run no fp8 GEMM, stay in the compute dtype")
       ("framework", po::value(&o->framework)->default_value(o->framework),
-       "megatron-fsdp (DBuffer) | fsdp2 (all-gather output + per-parameter copy-out) | fsdp1\n"
+       "megatron-fsdp (DBuffer) | fsdp2 (all-gather output + per-parameter copy-out) | fsdp1 "
        "(flat parameters): buffer lifetimes, copies, loss and optimizer temporaries")
       ("reshard-after-forward",
        po::value(&o->reshard_after_forward)->default_value(o->reshard_after_forward),
-       "which transformer blocks free their gathered weights after forward: all | all-but-last\n"
+       "which transformer blocks free their gathered weights after forward: all | all-but-last "
        "(torchtitan) | none");
   add_model_size_options(desc, &o->sizes);
 }
