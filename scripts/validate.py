@@ -106,7 +106,14 @@ def command_for(run, runs_dir, flags):
             missing.append(flag + (" " + " ".join(values) if values else ""))
 
     if run["ac"] == "full":
-        argv.append("--recompute")  # a bare --recompute is full recomputation
+        # A framework's full activation checkpointing wraps the transformer blocks only
+        # (torchtitan's apply_ac walks model.layers; Megatron's full recompute, llm-foundry's and
+        # Hugging Face's checkpointing wrap the decoder layers), which is selective-layer:1 here;
+        # fsdpsim's own `full` also recomputes the embedding and the head (docs/models.md).
+        if "selective-op" in flags:
+            argv += ["--recompute", "selective-layer:1"]
+        else:
+            argv.append("--recompute")  # before the modes: a bare --recompute, every unit
     elif run["ac"] != "none":
         if "selective-op" in flags:  # the help text names the modes when they exist
             argv += ["--recompute", run["ac"]]

@@ -38,9 +38,9 @@ constexpr std::int64_t kBlackwellNvlsPermille = 740;
 // Elementwise kernels reach 80% of HBM bandwidth (the simulator's memory_efficiency default).
 constexpr std::int64_t kElementwisePermille = 800;
 // Fitted 2026-12-03 by scripts/fit_compute.py on the nine visible runs (docs/validation.md).
-constexpr std::int64_t kA100GemmPermille = 720;     // family a100 (TTA-3, TTA-4)
-constexpr std::int64_t kH100GemmPermille = 495;     // family h100 (AO-H1, AO-H2, MB-1, MP-1, MP-4)
-constexpr std::int64_t kH100x96GemmPermille = 519;  // family h100-96gb (TT-1a, PR-3)
+constexpr std::int64_t kA100GemmPermille = 718;     // family a100 (TTA-3, TTA-4)
+constexpr std::int64_t kH100GemmPermille = 497;     // family h100 (AO-H1, AO-H2, MB-1, MP-1, MP-4)
+constexpr std::int64_t kH100x96GemmPermille = 517;  // family h100-96gb (TT-1a, PR-3)
 // fp8 GEMMs on Hopper reach 83.9% of the bf16 GEMMs' share of peak: set by scripts/fit_fp8.py
 // from torchao's float8 linear microbenchmark on an H100 (1.39x at M, K, N = 4096, 8192, 16384),
 // not from the training runs. Blackwell has no such measurement: the Hopper figure is assumed.

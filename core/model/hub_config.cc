@@ -211,8 +211,10 @@ ElementwiseCost torch_only_copy_bytes(std::int64_t w) {
 ElementwiseCost te_only_copy_bytes(std::int64_t w) {
   return {0, 0, 2 * w};
 }
+// Eager under --compile too (the head is not compiled, see not_a_block); Megatron's fused
+// cross entropy reads the logits and writes the fp32 probabilities once.
 ElementwiseCost loss_bytes(std::int64_t w) {
-  return {8 + w, 4 + w};
+  return {8 + w, 8 + w, 4 + w};
 }
 
 // Adds `elements` per token of `per_element` bytes to the unit's elementwise traffic.
@@ -285,12 +287,15 @@ void finish_block(Cost& c, Arith& m, std::int64_t input) {
 }
 
 // The embedding and the head: torchtitan's apply_ac wraps the transformer blocks only, so its
-// selective modes keep everything these units store and recompute nothing of them.
+// selective modes keep everything these units store and recompute nothing of them. Its
+// apply_compile compiles the blocks only as well, so under --compile these units' kernels (the
+// final norm, the loss) still run eager: their fused figure is the eager one.
 void not_a_block(Cost& c) {
   const CheckpointFigures none{.kept = c.activations.stored};
   c.activations.selective_op = none;
   c.activations.core_attention = none;
   c.activations.block = false;
+  c.work.fused_elementwise_bytes = c.work.elementwise_bytes;
 }
 
 // The attention core (flash attention): reads q, k, v (their producers count them), writes the

@@ -61,6 +61,12 @@ TEST(UnitWorkTest, HeadCountsTheLogitsGemmAndTheLoss) {
   EXPECT_EQ(w.attention.heads, 0);
   // Final RMSNorm, then the fp32 upcast and log-softmax of every logit (8 + 2 B).
   EXPECT_EQ(w.elementwise_bytes, 4096 * 36 + 128256 * 10);
+  // torchtitan compiles the blocks only: the head runs eager under --compile; Transformer Engine
+  // fuses the norm (2w) and Megatron's cross entropy reads the logits once (4 + 2 B).
+  EXPECT_EQ(w.fused_elementwise_bytes, w.elementwise_bytes);
+  EXPECT_EQ(w.te_elementwise_bytes, 4096 * 4 + 128256 * 6);
+  const UnitWork& embedding = m.units().front().work();
+  EXPECT_EQ(embedding.fused_elementwise_bytes, embedding.elementwise_bytes);
 }
 
 TEST(UnitWorkTest, RoutedExpertsSeeTheirShareOfTheTokens) {
