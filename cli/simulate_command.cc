@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
+#include "core/base/checked_math.h"
 #include "core/base/file_io.h"
 #include "core/base/strings.h"
 #include "core/policy/recompute_policy.h"
@@ -96,49 +98,74 @@ std::optional<std::string> apply_sim_options(const std::string& straggler, bool 
   return std::nullopt;
 }
 
-// One line of what --recompute does per microbatch and rank: activations kept, units
-// recomputed, the largest re-materialised set and the recompute FLOPs (docs/models.md).
-std::string recompute_line(const PlannedRun& run) {
-  const std::int64_t tokens = run.workload.seq_len * run.workload.micro_batch_size;
+// What --recompute does per microbatch and rank: activations kept, units recomputed, the largest
+// re-materialised set, the recompute FLOPs and, compiled, the saved outputs no backward reads
+// that a compiled block does not keep (docs/models.md).
+struct RecomputeEffects {
+  std::int64_t kept_bytes = 0;
+  std::int64_t units = 0;
+  std::int64_t units_recomputed = 0;
+  std::int64_t largest_transient_bytes = 0;
+  double recompute_flops = 0;
+  std::int64_t compiled_unread_bytes = 0;  // 0 unless --compile
+};
+
+// a * b + c, saturated at the int64 maximum (a schedule whose buffers overflow does not build, so
+// this only keeps the report defined).
+std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t product = 0;
+  std::int64_t sum = 0;
+  if (!checked_mul(a, b, &product) || !checked_add(product, c, &sum)) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return sum;
+}
+
+RecomputeEffects recompute_effects(const PlannedRun& run) {
+  const std::int64_t tokens =
+      saturating_mul_add(run.workload.seq_len, run.workload.micro_batch_size, 0);
   const std::vector<UnitCheckpoint> checkpoints =
       checkpoints_of(run.config.recompute(), run.model, run.workload.compile);
-  double kept = 0;
-  double largest_transient = 0;
-  double flops = 0;
-  std::int64_t recomputed = 0;
+  RecomputeEffects e;
+  e.units = static_cast<std::int64_t>(checkpoints.size());
   for (const UnitCheckpoint& c : checkpoints) {
-    const double t = static_cast<double>(tokens);
-    kept += static_cast<double>(c.kept) * t;
+    e.kept_bytes = saturating_mul_add(c.kept, tokens, e.kept_bytes);
     if (c.recomputed) {
-      ++recomputed;
-      largest_transient = std::max(largest_transient, static_cast<double>(c.transient) * t);
-      flops +=
+      ++e.units_recomputed;
+      e.largest_transient_bytes =
+          std::max(e.largest_transient_bytes, saturating_mul_add(c.transient, tokens, 0));
+      e.recompute_flops +=
           (static_cast<double>(c.flops.matmul) + static_cast<double>(c.flops.attention_per_seq) *
                                                      static_cast<double>(run.workload.seq_len)) *
-          t;
+          static_cast<double>(tokens);
     }
   }
+  if (run.workload.compile) {
+    std::int64_t eager_kept = 0;
+    for (const UnitCheckpoint& c : checkpoints_of(run.config.recompute(), run.model, false)) {
+      eager_kept = saturating_mul_add(c.kept, tokens, eager_kept);
+    }
+    e.compiled_unread_bytes = eager_kept - e.kept_bytes;
+  }
+  return e;
+}
+
+std::string recompute_line(const PlannedRun& run) {
+  const RecomputeEffects e = recompute_effects(run);
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "recompute %s: %.2f GiB of activations kept per microbatch, %lld of %zu units "
+                "recompute %s: %.2f GiB of activations kept per microbatch, %lld of %lld units "
                 "recomputed (%.2f GiB re-materialised at most, %.2f TFLOP per microbatch)",
-                to_string(run.config.recompute()).c_str(), kept / kGiB,
-                static_cast<long long>(recomputed), checkpoints.size(), largest_transient / kGiB,
-                flops * 1e-12);
+                to_string(run.config.recompute()).c_str(), static_cast<double>(e.kept_bytes) / kGiB,
+                static_cast<long long>(e.units_recomputed), static_cast<long long>(e.units),
+                static_cast<double>(e.largest_transient_bytes) / kGiB, e.recompute_flops * 1e-12);
   std::string line = buf;
-  if (run.workload.compile) {
-    // What --compile leaves out: saved outputs nothing of backward reads (docs/models.md).
-    double eager_kept = 0;
-    for (const UnitCheckpoint& c : checkpoints_of(run.config.recompute(), run.model, false)) {
-      eager_kept += static_cast<double>(c.kept) * static_cast<double>(tokens);
-    }
-    if (eager_kept > kept) {
-      std::snprintf(buf, sizeof buf,
-                    "; compiled, %.2f GiB of saved outputs no backward reads not kept",
-                    (eager_kept - kept) / kGiB);
-      line += buf;
-    }
+  if (e.compiled_unread_bytes > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "; compiled, %.2f GiB of saved outputs no backward reads not kept",
+                  static_cast<double>(e.compiled_unread_bytes) / kGiB);
+    line += buf;
   }
   return line;
 }
@@ -405,6 +432,16 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
                                              : "torch"},
                              {"compile", workload.compile},
                              {"matmul_dtype", std::string(to_string(workload.matmul_dtype))}};
+    {
+      const RecomputeEffects r = recompute_effects(*run);
+      json["recompute"] = {{"mode", to_string(run->config.recompute())},
+                           {"kept_bytes_per_microbatch", r.kept_bytes},
+                           {"units", r.units},
+                           {"units_recomputed", r.units_recomputed},
+                           {"largest_transient_bytes", r.largest_transient_bytes},
+                           {"recompute_flops_per_microbatch", r.recompute_flops},
+                           {"compiled_unread_bytes_not_kept", r.compiled_unread_bytes}};
+    }
     {
       const FrameworkEffects e = framework_effects(*run, *schedule);
       json["framework"] = {

@@ -151,6 +151,21 @@ TEST(SimulateCommandTest, CompiledSelectiveOpKeepsNoUnreadOutputs) {
         .get<std::int64_t>();
   };
   EXPECT_EQ(peak(false) - peak(true), 32LL * 8192 * 8192);
+  // The JSON says the same: kept bytes per microbatch, and what compiling left out.
+  const nlohmann::json r = nlohmann::json::parse(run(true, "selective-op", "json")).at("recompute");
+  EXPECT_EQ(r.at("mode"), "selective-op");
+  EXPECT_EQ(r.at("compiled_unread_bytes_not_kept").get<std::int64_t>(), 32LL * 8192 * 8192);
+  const nlohmann::json eager =
+      nlohmann::json::parse(run(false, "selective-op", "json")).at("recompute");
+  EXPECT_EQ(eager.at("compiled_unread_bytes_not_kept").get<std::int64_t>(), 0);
+  EXPECT_EQ(eager.at("kept_bytes_per_microbatch").get<std::int64_t>() -
+                r.at("kept_bytes_per_microbatch").get<std::int64_t>(),
+            32LL * 8192 * 8192);
+  // 32 x 63,616 B + embedding 8 + head 529,408 B per token, x 8192 tokens (the text's 19.57 GiB).
+  EXPECT_EQ(eager.at("kept_bytes_per_microbatch").get<std::int64_t>(),
+            (32LL * 63'616 + 8 + 529'408) * 8192);
+  EXPECT_EQ(eager.at("units").get<std::int64_t>(), 34);
+  EXPECT_EQ(eager.at("units_recomputed").get<std::int64_t>(), 32);
 }
 
 TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
