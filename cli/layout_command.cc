@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/resource_estimate.h"
+#include "planner/resource_estimate.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "core/base/printable.h"
@@ -237,7 +237,7 @@ Status check_layout_memory(std::int64_t dp, std::int64_t tensors, bool json) {
   // In double: only the comparison matters.
   const double need = static_cast<double>(dp) * static_cast<double>(per_rank) +
                       static_cast<double>(tensors) * static_cast<double>(per_tensor);
-  const double budget = static_cast<double>(memory_budget_bytes());
+  const double budget = static_cast<double>(planner::memory_budget_bytes());
   if (need <= budget) {
     return ok_status();
   }

@@ -17,6 +17,7 @@ int run_simulate_command(std::span<const std::string> args, Io& io);
 int run_train_command(std::span<const std::string> args, Io& io);
 int run_commbench_command(std::span<const std::string> args, Io& io);
 int run_sweep_command(std::span<const std::string> args, Io& io);
+int run_plan_command(std::span<const std::string> args, Io& io);
 int run_calibrate_command(std::span<const std::string> args, Io& io);
 int run_compare_command(std::span<const std::string> args, Io& io);
 int run_checkpoint_command(std::span<const std::string> args, Io& io);

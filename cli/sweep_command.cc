@@ -16,7 +16,7 @@
 
 #include "backends/cpu/mpi_session.h"
 #include "cli/command.h"
-#include "cli/resource_estimate.h"
+#include "planner/resource_estimate.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
 #include "cli/sweep_format.h"
@@ -26,6 +26,7 @@
 #include "core/model/model_split.h"
 #include "core/policy/config_options.h"
 #include "core/policy/recompute_policy.h"
+#include "planner/step_report.h"
 #include "sweep/sweep.h"
 
 namespace po = boost::program_options;
@@ -147,7 +148,7 @@ struct SweepArgs {
   std::string ep = "1";  // expert-parallel sizes
   int jobs = 0;
   std::string format = "text";
-  std::string sort = "time";
+  std::string sort = "throughput";
   bool front_only = false;
   double timeout_s = 600.0;  // under mpirun: how long a rank waits for the others
 };
@@ -157,7 +158,7 @@ struct SweepArgs {
 struct Prepared {
   sweep::SweepSpace space;
   std::optional<sweep::SweepBase> base;  // set when prepare succeeds
-  SweepSort sort = SweepSort::kTime;
+  SweepSort sort = SweepSort::kThroughput;
 };
 
 std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Prepared* p) {
@@ -167,10 +168,10 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
   if (a.format != "text" && a.format != "json") {
     return usage(str_cat("--format is '", a.format, "'; expected text or json"));
   }
-  if (a.sort != "time" && a.sort != "memory" && a.sort != "config") {
-    return usage(str_cat("--sort is '", a.sort, "'; expected time, memory or config"));
+  if (a.sort != "throughput" && a.sort != "memory" && a.sort != "config") {
+    return usage(str_cat("--sort is '", a.sort, "'; expected throughput, memory or config"));
   }
-  p->sort = a.sort == "time" ? SweepSort::kTime
+  p->sort = a.sort == "throughput" ? SweepSort::kThroughput
             : a.sort == "memory" ? SweepSort::kMemory : SweepSort::kConfig;
   if (a.jobs < 0) {
     return usage(str_cat("--jobs is ", a.jobs, "; expected >= 1 (0: one per core)"));
@@ -313,12 +314,16 @@ std::optional<int> prepare(const SweepArgs& a, const RunOptions& run, Io& io, Pr
                                                         p->space.microbatches.end());
   const std::int64_t threads =
       a.jobs > 0 ? a.jobs : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
-  if (Status s = check_memory_estimate(p->space.ranks, model->num_units(), largest_mb, threads);
+  if (Status s = planner::check_memory_estimate(p->space.ranks, model->num_units(), largest_mb, threads);
       !s.ok()) {
     return report_error(io, s.error());
   }
-  p->base = sweep::SweepBase{std::move(*model), *hardware, std::move(*config), *workload,
-                             sim::SimOptions{}, std::move(split_models)};
+  auto flops = planner::model_flops_of(run);
+  if (!flops) {
+    return report_error(io, flops.error().with_context("--model"));
+  }
+  p->base = sweep::SweepBase{std::move(*model), *hardware,         std::move(*config), *workload,
+                             sim::SimOptions{},  std::move(*flops), std::move(split_models)};
   return std::nullopt;
 }
 
@@ -398,7 +403,8 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
        "threads per process (0: one per core)")
       ("format", po::value(&a.format)->default_value(a.format), "text | json")
       ("sort", po::value(&a.sort)->default_value(a.sort),
-       "text rows by time (per microbatch) | memory | config (enumeration order)")
+       "text rows by throughput (tokens/s/GPU, fitting rows first) | memory (peak reserved) | "
+       "config (enumeration order)")
       ("front-only", po::bool_switch(&a.front_only), "text: list the Pareto front only")
       ("timeout", po::value(&a.timeout_s)->default_value(a.timeout_s),
        "under mpirun: seconds a rank waits for the others at setup and at the gather of the "
@@ -506,7 +512,7 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
   if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
     return report_error(out, Error(ErrorCode::kInternal, "some configurations have no result"));
   }
-  sweep::mark_pareto_front(points, outcomes);
+  sweep::mark_pareto_front(outcomes);
   const SweepReport report{run.model,        &p.base->hardware, p.space.ranks,
                            run.seq_len * run.micro_batch_size, &points, &outcomes};
   if (a.format == "json") {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/base/number_text.h"
 #include "core/base/strings.h"
 #include "core/mesh/placements.h"
 
@@ -18,11 +19,8 @@ using sweep::SweepPoint;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string fixed(double v, int digits) { return fixed_text(v, digits); }
+std::string sig3(double v) { return significant_text(v, 3); }
 
 // Left- or right-aligned in `width` characters (longer text is kept whole).
 std::string pad(std::string_view s, std::size_t width, bool right = false) {
@@ -33,22 +31,7 @@ std::string pad(std::string_view s, std::size_t width, bool right = false) {
   return right ? fill + std::string(s) : std::string(s) + fill;
 }
 
-double time_per_microbatch_ms(const SweepOutcome& o, const SweepPoint& p) {
-  return static_cast<double>(o.step_time_ps) * 1e-9 / static_cast<double>(p.microbatches);
-}
-
-double tokens_per_s(const SweepReport& r, const SweepOutcome& o, const SweepPoint& p) {
-  if (o.step_time_ps <= 0) {
-    return 0;
-  }
-  // The ranks of one tensor-parallel group share their microbatches' tokens.
-  std::int64_t tp = 1;
-  if (const auto a = p.mesh.axis_index(kTensorParallelAxis)) {
-    tp = p.mesh.axis_size(*a);
-  }
-  return static_cast<double>(r.ranks / tp * p.microbatches * r.tokens_per_microbatch) /
-         (static_cast<double>(o.step_time_ps) * 1e-12);
-}
+double step_ms(const SweepOutcome& o) { return static_cast<double>(o.step_time_ps) * 1e-9; }
 
 }  // namespace
 
@@ -71,7 +54,6 @@ Expected<PrefetchPolicy> parse_sweep_prefetch(std::string_view text) {
 namespace {
 
 std::vector<std::size_t> sorted_rows(const SweepReport& r, SweepSort sort, bool front_only) {
-  const auto& points = *r.points;
   const auto& outcomes = *r.outcomes;
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
@@ -80,12 +62,12 @@ std::vector<std::size_t> sorted_rows(const SweepReport& r, SweepSort sort, bool 
     }
   }
   auto by_time = [&](std::size_t a, std::size_t b) {
-    return sweep::faster_per_microbatch(outcomes[a], points[a], outcomes[b], points[b]);
+    return sweep::higher_throughput(outcomes[a], outcomes[b]);
   };
   auto by_memory = [&](std::size_t a, std::size_t b) {
-    return outcomes[a].peak_bytes < outcomes[b].peak_bytes;
+    return outcomes[a].peak_reserved_bytes < outcomes[b].peak_reserved_bytes;
   };
-  if (sort == SweepSort::kTime) {
+  if (sort == SweepSort::kThroughput) {
     std::stable_sort(rows.begin(), rows.end(), [&](std::size_t a, std::size_t b) {
       if (outcomes[a].fits != outcomes[b].fits) {
         return outcomes[a].fits;
@@ -115,9 +97,13 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
   const auto& outcomes = *r.outcomes;
   std::ostringstream os;
   os << "sweep: " << r.model << " on " << r.ranks << " ranks of " << r.hardware->name() << " ("
-     << fixed(static_cast<double>(r.hardware->memory_bytes()) / kGiB, 2)
-     << " GiB per device), " << r.tokens_per_microbatch << " tokens per microbatch per rank\n";
-  os << "front (*): fastest per microbatch for its peak memory, among configurations that fit\n\n";
+     << fixed(static_cast<double>(r.hardware->memory_bytes()) / kGiB, 1)
+     << " GiB per device); each data rank's microbatch is " << r.tokens_per_microbatch
+     << " tokens (seq-len x micro-batch-size), a tensor-parallel group's ranks share one\n";
+  os << "ranked by tokens/s/GPU (the global batch over the step time and every GPU; TFLOP/s and "
+        "MFU by torchtitan's FLOP count, docs/metrics.md)\n";
+  os << "front (*): most tokens/s/GPU for its peak reserved memory, among configurations that "
+        "fit (peak reserved + runtime within the device)\n\n";
   const std::vector<std::size_t> rows = sorted_rows(r, sort, front_only);
   std::size_t mesh_width = 4;
   for (std::size_t i : rows) {
@@ -130,8 +116,9 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
   os << pad("#", 5, true) << "  " << pad("", 1) << " " << pad("strategy", 8) << " "
      << pad("mesh", mesh_width) << " " << pad("layout", 8) << " " << pad("prefetch", 9) << " "
      << pad("mb", 3, true) << " " << pad("streams", 8) << " " << pad("recompute", recompute_width)
-     << " " << pad("step ms", 10, true) << " " << pad("ms/mb", 9, true) << " "
-     << pad("tokens/s", 10, true) << " " << pad("peak GiB", 9, true) << " " << pad("fits", 4)
+     << " " << pad("step ms", 8, true) << " " << pad("tok/s/GPU", 9, true) << " "
+     << pad("TFLOP/s", 7, true) << " " << pad("MFU", 6, true) << " "
+     << pad("reserved", 8, true) << " " << pad("headroom", 8, true) << " " << pad("fits", 4)
      << "\n";
   for (std::size_t i : rows) {
     const SweepPoint& p = points[i];
@@ -141,10 +128,11 @@ std::string render_sweep_text(const SweepReport& r, SweepSort sort, bool front_o
        << pad(to_string(p.layout), 8) << " " << pad(to_string(p.prefetch), 9) << " "
        << pad(std::to_string(p.microbatches), 3, true) << " "
        << pad(streams_name(p.unified_streams), 8) << " " << pad(recompute_name(p), recompute_width)
-       << " " << pad(fixed(static_cast<double>(o.step_time_ps) * 1e-9, 3), 10, true) << " "
-       << pad(fixed(time_per_microbatch_ms(o, p), 3), 9, true) << " "
-       << pad(fixed(tokens_per_s(r, o, p), 0), 10, true) << " "
-       << pad(fixed(static_cast<double>(o.peak_bytes) / kGiB, 2), 9, true) << " "
+       << " " << pad(sig3(step_ms(o)), 8, true) << " "
+       << pad(sig3(o.tokens_per_second_per_gpu), 9, true) << " "
+       << pad(sig3(o.tflops_per_gpu), 7, true) << " " << pad(fixed(100.0 * o.mfu, 1) + "%", 6, true)
+       << " " << pad(fixed(static_cast<double>(o.peak_reserved_bytes) / kGiB, 1), 8, true) << " "
+       << pad(fixed(static_cast<double>(o.headroom_bytes) / kGiB, 1), 8, true) << " "
        << (o.fits ? "yes" : "NO") << "\n";
   }
   std::int64_t front = 0;
@@ -192,12 +180,15 @@ nlohmann::json sweep_to_json(const SweepReport& r) {
       ++failed;
     } else {
       c["step_time_ps"] = o.step_time_ps;
-      c["step_time_ms"] = static_cast<double>(o.step_time_ps) * 1e-9;
-      c["time_per_microbatch_ms"] = time_per_microbatch_ms(o, p);
-      c["tokens_per_s"] = tokens_per_s(r, o, p);
+      c["step_time_ms"] = step_ms(o);
+      c["tokens_per_step"] = o.tokens_per_step;
+      c["tokens_per_second_per_gpu"] = o.tokens_per_second_per_gpu;
+      c["tflops_per_gpu"] = o.tflops_per_gpu;
+      c["mfu"] = o.mfu;
       c["peak_bytes"] = o.peak_bytes;
       c["peak_reserved_bytes"] = o.peak_reserved_bytes;
       c["fits"] = o.fits;
+      c["headroom_bytes"] = o.headroom_bytes;
       c["pareto"] = o.pareto;
       c["rank_classes"] = o.rank_classes;
       c["exposed_communication_ps"] = o.exposed_communication_ps;
@@ -208,14 +199,14 @@ nlohmann::json sweep_to_json(const SweepReport& r) {
     configs.push_back(std::move(c));
   }
   json front = json::array();
-  for (std::size_t i : sorted_rows(r, SweepSort::kTime, /*front_only=*/true)) {
+  for (std::size_t i : sorted_rows(r, SweepSort::kThroughput, /*front_only=*/true)) {
     front.push_back(points[i].index);
   }
   return json{{"model", r.model},
               {"hardware", r.hardware->name()},
               {"memory_bytes", r.hardware->memory_bytes()},
               {"ranks", r.ranks},
-              {"tokens_per_microbatch", r.tokens_per_microbatch},
+              {"tokens_per_microbatch_per_data_rank", r.tokens_per_microbatch},
               {"configurations", configs},
               {"pareto_front", front},
               {"summary",

@@ -30,10 +30,11 @@ struct SweepReport {
   const std::vector<sweep::SweepOutcome>* outcomes = nullptr;  // outcomes[i]: points[i]'s
 };
 
-enum class SweepSort { kTime, kMemory, kConfig };
+enum class SweepSort { kThroughput, kMemory, kConfig };
 
-// A table sorted by `sort` (ties by index): Pareto mark, the point's dimensions, step time, time
-// per microbatch, tokens/s, peak memory, fit; then a summary and the failed configurations.
+// A table sorted by `sort` (ties by index; throughput: fitting rows first, most tokens/s/GPU
+// first; memory: least peak reserved first): Pareto mark, the point's dimensions, step time,
+// tokens/s/GPU, TFLOP/s/GPU, MFU, peak reserved, headroom, fit; then a summary and the failed configurations.
 // front_only lists the Pareto front only.
 std::string render_sweep_text(const SweepReport& report, SweepSort sort, bool front_only);
 // {"model", "hardware", "ranks", "configurations": [...in index order...], "pareto_front":

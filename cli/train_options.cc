@@ -6,7 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/model_argument.h"
-#include "cli/resource_estimate.h"
+#include "planner/resource_estimate.h"
 #include "core/base/strings.h"
 #include "core/policy/recompute_policy.h"
 
@@ -160,7 +160,7 @@ Status check_train_memory(const exec::TrainSpec& spec, std::int64_t ranks_here, 
   for (const Unit& u : model.units()) {
     per_token += spec.recompute ? u.activations().recompute : u.activations().stored;
   }
-  return check_training_memory(model.num_parameters(), per_token,
+  return planner::check_training_memory(model.num_parameters(), per_token,
                                spec.model.seq_len * spec.model.micro_batch_size, spec.microbatches,
                                ranks_here, check);
 }

@@ -46,7 +46,7 @@ void add_train_options(boost::program_options::options_description& desc, TrainO
 // shrunk by the given sizes; without it the small decoder, where --heads / --kv-heads are errors.
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& options);
 
-// check_training_memory (cli/resource_estimate.h) for the spec's model and data sizes, with
+// check_training_memory (planner/resource_estimate.h) for the spec's model and data sizes, with
 // `ranks_here` ranks in this process; `check`: the unsharded reference runs too.
 Status check_train_memory(const exec::TrainSpec& spec, std::int64_t ranks_here, bool check);
 

@@ -58,7 +58,9 @@ LAYERS = [
     # Above sim: the renderers and the sweep.
     ("viz", "viz", ["sim"]),
     ("sweep", "sweep", ["sim"]),
-    ("cli", "cli", ["viz", "sweep", "backends/cuda"]),
+    # Above viz and sweep: what every front end shares (option assembly, the step report).
+    ("planner", "planner", ["viz", "sweep"]),
+    ("cli", "cli", ["planner", "backends/cuda"]),
     # Test code sits on top of everything (and properties/ reuses helpers of tests/).
     ("tests", "tests", ["cli"]),
     ("properties", "properties", ["cli", "tests"]),

@@ -176,7 +176,15 @@ SweepOutcome run_sweep_point(const SweepBase& base, const SweepPoint& point) {
       return o;
     }
     o.step_time_ps = result->step_time.ps();
-    o.fits = result->fits;
+    const sim::MemoryVerdict memory = sim::memory_verdict(*result, base.hardware);
+    o.fits = memory.fits;
+    o.headroom_bytes = memory.headroom_bytes;
+    const sim::Throughput throughput = sim::throughput_of(
+        *schedule, static_cast<double>(o.step_time_ps) * 1e-12, base.flops, base.hardware);
+    o.tokens_per_step = throughput.tokens_per_step;
+    o.tokens_per_second_per_gpu = throughput.tokens_per_second_per_gpu;
+    o.tflops_per_gpu = throughput.tflops_per_gpu;
+    o.mfu = throughput.mfu;
     o.rank_classes = static_cast<std::int64_t>(result->classes.size());
     o.events = result->events;
     o.overlap_fraction = 1.0;
@@ -254,21 +262,14 @@ std::vector<SweepOutcome> run_sweep_points(
   return outcomes;
 }
 
-bool faster_per_microbatch(const SweepOutcome& a, const SweepPoint& pa, const SweepOutcome& b,
-                           const SweepPoint& pb) {
-  // step_a / mb_a < step_b / mb_b without rounding: compare quotients, then the remainders
-  // cross-multiplied (each below its microbatch count, so the products stay small).
-  const std::int64_t qa = a.step_time_ps / pa.microbatches;
-  const std::int64_t qb = b.step_time_ps / pb.microbatches;
-  if (qa != qb) {
-    return qa < qb;
-  }
-  return (a.step_time_ps % pa.microbatches) * pb.microbatches <
-         (b.step_time_ps % pb.microbatches) * pa.microbatches;
+bool higher_throughput(const SweepOutcome& a, const SweepOutcome& b) {
+  // tokens_a / step_a > tokens_b / step_b, cross-multiplied in 128 bits (each factor < 2^63).
+  __extension__ using Wide = __int128;
+  return static_cast<Wide>(a.tokens_per_step) * b.step_time_ps >
+         static_cast<Wide>(b.tokens_per_step) * a.step_time_ps;
 }
 
-void mark_pareto_front(const std::vector<SweepPoint>& points,
-                       std::vector<SweepOutcome>& outcomes) {
+void mark_pareto_front(std::vector<SweepOutcome>& outcomes) {
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     outcomes[i].pareto = false;
@@ -277,25 +278,25 @@ void mark_pareto_front(const std::vector<SweepPoint>& points,
     }
   }
   auto faster = [&](std::size_t a, std::size_t b) {
-    return faster_per_microbatch(outcomes[a], points[a], outcomes[b], points[b]);
+    return higher_throughput(outcomes[a], outcomes[b]);
   };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (faster(a, b) || faster(b, a)) {
       return faster(a, b);
     }
-    return outcomes[a].peak_bytes < outcomes[b].peak_bytes;
+    return outcomes[a].peak_reserved_bytes < outcomes[b].peak_reserved_bytes;
   });
-  // Walk groups of equal speed, fastest first: a group's least-memory points are on the front
-  // when they use strictly less memory than every faster point.
+  // Walk groups of equal throughput, fastest first: a group's least-memory points are on the
+  // front when they reserve strictly less memory than every faster point.
   std::int64_t best_faster = std::numeric_limits<std::int64_t>::max();
   for (std::size_t g = 0; g < order.size();) {
     std::size_t end = g + 1;
     while (end < order.size() && !faster(order[g], order[end])) {
       ++end;
     }
-    const std::int64_t least = outcomes[order[g]].peak_bytes;
+    const std::int64_t least = outcomes[order[g]].peak_reserved_bytes;
     if (least < best_faster) {
-      for (std::size_t k = g; k < end && outcomes[order[k]].peak_bytes == least; ++k) {
+      for (std::size_t k = g; k < end && outcomes[order[k]].peak_reserved_bytes == least; ++k) {
         outcomes[order[k]].pareto = true;
       }
     }
@@ -311,6 +312,11 @@ nlohmann::json outcome_to_json(const SweepOutcome& o) {
                         {"peak_bytes", o.peak_bytes},
                         {"peak_reserved_bytes", o.peak_reserved_bytes},
                         {"fits", o.fits},
+                        {"headroom_bytes", o.headroom_bytes},
+                        {"tokens_per_step", o.tokens_per_step},
+                        {"tokens_per_second_per_gpu", o.tokens_per_second_per_gpu},
+                        {"tflops_per_gpu", o.tflops_per_gpu},
+                        {"mfu", o.mfu},
                         {"rank_classes", o.rank_classes},
                         {"exposed_communication_ps", o.exposed_communication_ps},
                         {"overlap_fraction", o.overlap_fraction},
@@ -326,6 +332,11 @@ Expected<SweepOutcome> outcome_from_json(const nlohmann::json& j) {
     o.peak_bytes = j.at("peak_bytes").get<std::int64_t>();
     o.peak_reserved_bytes = j.at("peak_reserved_bytes").get<std::int64_t>();
     o.fits = j.at("fits").get<bool>();
+    o.headroom_bytes = j.at("headroom_bytes").get<std::int64_t>();
+    o.tokens_per_step = j.at("tokens_per_step").get<std::int64_t>();
+    o.tokens_per_second_per_gpu = j.at("tokens_per_second_per_gpu").get<double>();
+    o.tflops_per_gpu = j.at("tflops_per_gpu").get<double>();
+    o.mfu = j.at("mfu").get<double>();
     o.rank_classes = j.at("rank_classes").get<std::int64_t>();
     o.exposed_communication_ps = j.at("exposed_communication_ps").get<std::int64_t>();
     o.overlap_fraction = j.at("overlap_fraction").get<double>();

@@ -27,6 +27,7 @@
 #include "core/policy/schedule_policy.h"
 #include "core/schedule/schedule_builder.h"
 #include "sim/engine/simulator.h"
+#include "sim/report/step_metrics.h"
 
 #include <nlohmann/json.hpp>
 
@@ -78,9 +79,17 @@ struct SweepOutcome {
   std::int64_t index = 0;
   std::string error;
   std::int64_t step_time_ps = 0;
-  std::int64_t peak_bytes = 0;           // the largest peak over rank classes
+  std::int64_t peak_bytes = 0;           // the largest allocated peak over rank classes
   std::int64_t peak_reserved_bytes = 0;  // the caching allocator's, largest over classes
+  // The one fit verdict (sim/report/step_metrics.h): reservation plus runtime within the device.
   bool fits = false;
+  std::int64_t headroom_bytes = 0;  // device memory less the worst class's reservation + runtime
+  // The figures people compare (docs/metrics.md): the global batch of the point's mesh and
+  // microbatches, tokens/s/GPU, model TFLOP/s/GPU (torchtitan's FLOP count) and MFU.
+  std::int64_t tokens_per_step = 0;
+  double tokens_per_second_per_gpu = 0;
+  double tflops_per_gpu = 0;
+  double mfu = 0;
   std::int64_t rank_classes = 0;
   std::int64_t exposed_communication_ps = 0;  // largest over classes
   double overlap_fraction = 0;                // smallest over classes
@@ -99,6 +108,8 @@ struct SweepBase {
   ConfigOptions config;
   Workload workload;
   sim::SimOptions sim;
+  // Model FLOPs per token of the whole model (docs/metrics.md), for TFLOP/s and MFU.
+  sim::ModelFlops flops = {};
   // The rank-local models of the splits the space lists, keyed by (tp, ep).
   std::map<std::pair<std::int64_t, std::int64_t>, Model> split_models = {};
 };
@@ -120,15 +131,14 @@ std::vector<SweepOutcome> run_sweep_points(
     const std::vector<std::int64_t>& which, int jobs,
     const std::function<void(std::int64_t, std::int64_t)>& progress);
 
-// The step time of one microbatch, step_time_ps / microbatches, compared exactly.
-// a < b when a's point finishes one microbatch sooner than b's.
-bool faster_per_microbatch(const SweepOutcome& a, const SweepPoint& pa, const SweepOutcome& b,
-                           const SweepPoint& pb);
+// a trains more tokens per second than b: tokens_per_step / step_time_ps compared exactly (the
+// ranks of one sweep are the same, so this orders tokens/s/GPU). Both must have run.
+bool higher_throughput(const SweepOutcome& a, const SweepOutcome& b);
 
-// Sets `pareto` on the outcomes (outcomes[i] belongs to points[i]) that fit, did not fail, and are
-// not dominated by another such outcome: none is at least as fast per microbatch and at least
-// as small in peak memory, and strictly better in one of them. Equal points are all on the front.
-void mark_pareto_front(const std::vector<SweepPoint>& points, std::vector<SweepOutcome>& outcomes);
+// Sets `pareto` on the outcomes that fit, did not fail, and are not dominated by another such
+// outcome: none has at least the throughput (higher_throughput) and at most the peak reserved
+// memory, and is strictly better in one of them. Equal points are all on the front.
+void mark_pareto_front(std::vector<SweepOutcome>& outcomes);
 
 // Serialisation of outcomes (exact: integers and round-tripping doubles), for MPI gathers.
 nlohmann::json outcome_to_json(const SweepOutcome& outcome);

@@ -38,7 +38,7 @@ struct MemoryResult {
   std::array<std::int64_t, kNumBufferClasses> peak_by_class{};  // composition at the peak
   SimTime peak_time;
   std::int32_t peak_op = -1;        // op (program index) that reached the peak; -1: resident only
-  bool fits = true;
+  bool fits = true;  // the allocated bytes alone stay within capacity_bytes
   std::int32_t first_overflow_op = -1;  // first op exceeding capacity; -1 if resident does
   SimTime first_overflow_time;
   std::int64_t end_bytes = 0;       // resident + transient after the step
@@ -121,7 +121,9 @@ struct SimResult {
   std::vector<ClassResult> classes;
   std::vector<CollectiveKindStat> collectives;  // per (kind, axis), sorted
   std::vector<AxisLink> links;       // per mesh axis
-  bool fits = true;                  // every class fits device memory
+  // Every class fits device memory: its caching allocator's peak reservation plus the runtime
+  // outside the allocator within the device (the one fit verdict, docs/cli.md "Fit").
+  bool fits = true;
   std::int64_t events = 0;           // events processed
   std::vector<TraceRecord> trace;    // when SimOptions::record_trace
   std::vector<MemorySample> memory_trace;

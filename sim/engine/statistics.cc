@@ -99,7 +99,9 @@ SimResult assemble_result(RunStats& stats, const StreamProgram& program,
     cr.memory = stats.memory[c];
     cr.memory.end_bytes = stats.mem_total[c];
     cr.memory.end_reserved_bytes = allocator[c].reserved_bytes();
-    result.fits = result.fits && cr.memory.fits;
+    // The one fit verdict (docs/cli.md, "Fit"): the allocator's reservation, which holds every
+    // allocated byte, plus the runtime outside it within the device.
+    result.fits = result.fits && cr.memory.fits && cr.memory.reserved_fits;
     result.step_time = std::max(result.step_time, cr.end);
     result.classes.push_back(std::move(cr));
   }

@@ -3,28 +3,29 @@
 // JSON picoseconds (exact) plus milliseconds; memory in GiB and bytes.
 #include "sim/report/sim_report.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <vector>
 
+#include "core/base/number_text.h"
 #include "core/base/strings.h"
 #include "core/schedule/trace_events.h"
 
 namespace fsdp::sim {
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string fixed(double v, int digits) { return fixed_text(v, digits); }
 
 std::string gib(std::int64_t bytes) {
-  return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB";
+  return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), 1) + " GiB";
 }
 
-std::string ms(SimDuration d) { return fixed(d.ms(), 3) + " ms"; }
-std::string ms(SimTime t) { return fixed(t.ms(), 3) + " ms"; }
+std::string sig3(double v) { return significant_text(v, 3); }
+
+std::string ms(SimDuration d) { return sig3(d.ms()) + " ms"; }
+std::string ms(SimTime t) { return sig3(t.ms()) + " ms"; }
 
 std::string pct(double f) { return fixed(100.0 * f, 1) + "%"; }
 
@@ -53,7 +54,7 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
        << "): " << ms(result.baseline_step_time) << " without them\n";
   }
   os << "  memory               " << (result.fits ? "fits" : "DOES NOT FIT") << " in "
-     << gib(hardware.memory_bytes()) << " per device\n";
+     << gib(hardware.memory_bytes()) << " per device (peak reserved + outside the allocator)\n";
   os << "  links:";
   for (std::size_t a = 0; a < result.links.size(); ++a) {
     const AxisLink& l = result.links[a];
@@ -88,7 +89,7 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
          << " exposed\n";
     }
     const MemoryResult& m = cr.memory;
-    os << "  peak memory          " << gib(m.peak_bytes) << " of " << gib(m.capacity_bytes)
+    os << "  peak allocated       " << gib(m.peak_bytes) << " of " << gib(m.capacity_bytes)
        << " (resident " << gib(m.resident_bytes) << ")";
     if (m.runtime_outside_allocator_bytes > 0) {
       os << " beside " << gib(m.runtime_outside_allocator_bytes) << " of CUDA context and NCCL";
@@ -104,7 +105,7 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
       }
     }
     os << "  peak reserved        " << gib(m.peak_reserved_bytes)
-       << " (caching allocator; " << (m.reserved_fits ? "fits" : "DOES NOT FIT");
+       << " (caching allocator; " << (m.reserved_fits && m.fits ? "fits" : "DOES NOT FIT");
     if (!m.reserved_fits && m.first_reserved_overflow_op >= 0) {
       os << " from op " << m.first_reserved_overflow_op;
     }
@@ -121,7 +122,7 @@ std::string render_sim_text(const SimResult& result, const Schedule& schedule,
     for (const CollectiveKindStat& k : result.collectives) {
       os << "  " << to_string(k.kind) << " on " << axis_name(schedule, k.axis) << ": " << k.count
          << " calls, " << ms(k.time) << ", bus bandwidth "
-         << fixed(k.bus_bytes_per_s() * 1e-9, 1) << " GB/s\n";
+         << sig3(k.bus_bytes_per_s() * 1e-9) << " GB/s\n";
     }
   }
   os << "\n" << result.events << " events simulated\n";

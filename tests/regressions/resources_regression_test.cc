@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/resource_estimate.h"
+#include "planner/resource_estimate.h"
 #include "core/model/model.h"
 #include "core/model/unit.h"
 #include "tests/regressions/expect_error.h"
@@ -74,12 +74,12 @@ TEST(ResourcesRegression, SweepOfTheLargestRankCountIsRefusedWithAnEstimate) {
 }
 
 TEST(ResourcesRegression, MemoryEstimateNamesTheNeedAndTheBudget) {
-  EXPECT_TRUE(cli::check_memory_estimate(16, 34, 4).ok());
-  const Status s = cli::check_memory_estimate(INT64_MAX, INT64_MAX, INT64_MAX, 8);
+  EXPECT_TRUE(planner::check_memory_estimate(16, 34, 4).ok());
+  const Status s = planner::check_memory_estimate(INT64_MAX, INT64_MAX, INT64_MAX, 8);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code(), ErrorCode::kOutOfRange);
   EXPECT_NE(s.error().message().find("8 at once"), std::string::npos) << s.error().message();
-  EXPECT_GT(cli::memory_budget_bytes(), 0);
+  EXPECT_GT(planner::memory_budget_bytes(), 0);
 }
 
 TEST(ResourcesRegression, MemoryBudgetIsTheAddressSpaceLeftNotTheWholeLimit) {
@@ -100,7 +100,7 @@ TEST(ResourcesRegression, MemoryBudgetIsTheAddressSpaceLeftNotTheWholeLimit) {
     GTEST_SKIP() << "the hard RLIMIT_AS is below what this test needs";
   }
   ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
-  const std::int64_t budget = cli::memory_budget_bytes();
+  const std::int64_t budget = planner::memory_budget_bytes();
   ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
   EXPECT_LE(budget, 2LL << 30);
   EXPECT_GT(budget, 1LL << 30);

@@ -247,29 +247,32 @@ TEST(SweepTest, OutcomesDoNotDependOnTheThreadCount) {
 }
 
 SweepOutcome outcome(std::int64_t index, std::int64_t step_ps, std::int64_t peak, bool fits = true,
-                     std::string error = "") {
+                     std::string error = "", std::int64_t tokens = 1000) {
   SweepOutcome o;
   o.index = index;
   o.step_time_ps = step_ps;
+  o.tokens_per_step = tokens;
   o.peak_bytes = peak;
+  o.peak_reserved_bytes = peak;
   o.fits = fits;
   o.error = std::move(error);
   return o;
 }
 
-TEST(SweepTest, TimePerMicrobatchComparesExactly) {
-  SweepPoint two;
-  two.microbatches = 2;
-  SweepPoint three;
-  three.microbatches = 3;
-  // 7/2 = 3.5 against 10/3 = 3.33...: the quotients tie at 3, the remainders decide.
-  EXPECT_TRUE(faster_per_microbatch(outcome(0, 10, 0), three, outcome(1, 7, 0), two));
-  EXPECT_FALSE(faster_per_microbatch(outcome(1, 7, 0), two, outcome(0, 10, 0), three));
-  EXPECT_FALSE(faster_per_microbatch(outcome(0, 6, 0), two, outcome(1, 9, 0), three));  // equal
+TEST(SweepTest, ThroughputComparesTokensPerStepOverStepTimeExactly) {
+  // 3000 tokens in 10 ps against 2000 in 7 ps: 300 > 285.7 per ps although 7 < 10.
+  EXPECT_TRUE(higher_throughput(outcome(0, 10, 0, true, "", 3000), outcome(1, 7, 0, true, "", 2000)));
+  EXPECT_FALSE(higher_throughput(outcome(1, 7, 0, true, "", 2000), outcome(0, 10, 0, true, "", 3000)));
+  // Equal: 6 ps for 2000 tokens and 9 ps for 3000; neither is higher.
+  EXPECT_FALSE(higher_throughput(outcome(0, 6, 0, true, "", 2000), outcome(1, 9, 0, true, "", 3000)));
+  EXPECT_FALSE(higher_throughput(outcome(1, 9, 0, true, "", 3000), outcome(0, 6, 0, true, "", 2000)));
+  // Large factors do not overflow: 2^40 tokens in 2^50 ps against one token fewer.
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_TRUE(higher_throughput(outcome(0, std::int64_t{1} << 50, 0, true, "", big),
+                                outcome(1, std::int64_t{1} << 50, 0, true, "", big - 1)));
 }
 
 TEST(SweepTest, TheFrontIsTheUndominatedFittingSet) {
-  const std::vector<SweepPoint> points(7);  // one microbatch each
   std::vector<SweepOutcome> outcomes = {
       outcome(0, 100, 50),              // front: fastest
       outcome(1, 100, 50),              // front: equal to 0
@@ -279,7 +282,7 @@ TEST(SweepTest, TheFrontIsTheUndominatedFittingSet) {
       outcome(5, 50, 10, false),        // does not fit: never on the front
       outcome(6, 10, 1, true, "boom"),  // failed: never on the front
   };
-  mark_pareto_front(points, outcomes);
+  mark_pareto_front(outcomes);
   std::vector<bool> front;
   for (const SweepOutcome& o : outcomes) {
     front.push_back(o.pareto);
@@ -294,6 +297,10 @@ TEST(SweepTest, OutcomesRoundTripThroughJson) {
   o.exposed_communication_ps = 42;
   o.overlap_fraction = 0.1 + 0.2;  // not a short decimal
   o.events = 77;
+  o.headroom_bytes = -5;
+  o.tokens_per_second_per_gpu = 1.0 / 3.0;
+  o.tflops_per_gpu = 0.7;
+  o.mfu = 0.1 + 0.7;
   EXPECT_EQ(outcome_from_json(outcome_to_json(o)).value(), o);
   const SweepOutcome failed = outcome(2, 0, 0, false, "layout: no");
   EXPECT_EQ(outcome_from_json(outcome_to_json(failed)).value(), failed);

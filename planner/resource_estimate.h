@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a run needs, estimated before it is built (issue 16, class 3): `simulate --mesh
+// What a run needs, estimated before it is built: `simulate --mesh
 // dp=2147483647` and `--microbatches 1000000` once grew until the kernel killed them. The
 // per-rank and per-op figures are measured peaks of the dev build (docs/design/simulator.md,
 // "Memory estimate"); the budget is what this process may allocate.
@@ -9,7 +9,7 @@
 
 #include "core/base/expected.h"
 
-namespace fsdp::cli {
+namespace fsdp::planner {
 
 // Measured: a simulated mesh holds about this much per rank (rank classes, group types, flags),
 // and a schedule about this much per op (the op, its compiled step, trace and statistics).
@@ -42,4 +42,4 @@ Status check_training_memory(std::int64_t parameters, std::int64_t activation_by
                              std::int64_t tokens_per_microbatch, std::int64_t microbatches,
                              std::int64_t ranks_here, bool check);
 
-}  // namespace fsdp::cli
+}  // namespace fsdp::planner

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "cli/resource_estimate.h"
+#include "planner/resource_estimate.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include "core/base/strings.h"
 
-namespace fsdp::cli {
+namespace fsdp::planner {
 namespace {
 
 std::string gib(double bytes) {
@@ -90,4 +90,4 @@ Status check_training_memory(std::int64_t parameters, std::int64_t activation_by
               "--vocab"));
 }
 
-}  // namespace fsdp::cli
+}  // namespace fsdp::planner
