@@ -31,6 +31,7 @@
 #include "cli/subcommands.h"
 #include "cli/train_options.h"
 #include "core/base/file_io.h"
+#include "core/base/number_text.h"
 #include "core/base/strings.h"
 #include "core/mesh/device_mesh.h"
 #include "core/schedule/trace_events.h"
@@ -134,11 +135,47 @@ std::string trace_path_of_rank(std::string path, std::int64_t rank) {
   return path;
 }
 
-std::string format_loss(std::int64_t step, double loss) {
-  std::ostringstream os;
-  os << "step " << (step + 1) << " loss " << std::fixed << std::setprecision(6) << loss;
-  return os.str();
-}
+// The loss line of each step with its wall time and throughput (the global batch's tokens over
+// the step's time, as a training log shows them), and a summary at the end.
+class StepPrinter {
+ public:
+  explicit StepPrinter(const exec::TrainSpec& spec)
+      : tokens_per_step_(spec.mesh.size() / exec::tensor_parallel_size(spec.mesh) *
+                         spec.microbatches * spec.model.micro_batch_size * spec.model.seq_len),
+        last_(std::chrono::steady_clock::now()) {}
+
+  std::string line(std::int64_t step, double loss) {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    seconds_.push_back(seconds);
+    std::ostringstream os;
+    os << "step " << (step + 1) << " loss " << std::fixed << std::setprecision(6) << loss << " ("
+       << significant_text(seconds * 1e3, 3) << " ms, "
+       << significant_text(seconds > 0 ? static_cast<double>(tokens_per_step_) / seconds : 0.0, 3)
+       << " tokens/s)";
+    return os.str();
+  }
+
+  // "20 steps: median 41.2 ms per step, 3110 tokens/s (128 tokens per step)"; empty before any.
+  std::string summary() const {
+    if (seconds_.empty()) {
+      return "";
+    }
+    std::vector<double> sorted = seconds_;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    return str_cat(n, " steps: median ", significant_text(median * 1e3, 3), " ms per step, ",
+                   significant_text(median > 0 ? static_cast<double>(tokens_per_step_) / median : 0.0, 3),
+                   " tokens/s (", tokens_per_step_, " tokens per step)");
+  }
+
+ private:
+  std::int64_t tokens_per_step_;
+  std::chrono::steady_clock::time_point last_;
+  std::vector<double> seconds_;
+};
 
 // Compares one rank's result with the reference; prints the verdict when `print`.
 bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult& result, Io& io,
@@ -172,14 +209,18 @@ bool check_against_reference(const exec::TrainSpec& spec, const exec::RankResult
 int train_one_rank(const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank,
                    exec::RankEnv& env, bool check, const std::string& trace, Io& io) {
   const bool root = rank == 0;
+  StepPrinter printer(spec);
   auto result = exec::train_rank(setup, spec, rank, *env.device, *env.comms,
                                  [&](std::int64_t step, double loss) {
                                    if (root) {
-                                     io.out << format_loss(step, loss) << std::endl;
+                                     io.out << printer.line(step, loss) << std::endl;
                                    }
                                  });
   if (!result) {
     return report_error(io, result.error());
+  }
+  if (root) {
+    io.out << printer.summary() << "\n";
   }
   int status = kExitOk;
   if (check && !check_against_reference(spec, *result, io, root)) {
@@ -268,14 +309,16 @@ int run_in_process(const TrainBackend& backend, const exec::TrainSpec& spec, boo
   if (!setup) {
     return report_error(io, setup.error());
   }
+  StepPrinter printer(spec);
   auto print = [&](std::int64_t step, double loss) {
-    io.out << format_loss(step, loss) << std::endl;
+    io.out << printer.line(step, loss) << std::endl;
   };
   std::vector<Expected<exec::RankResult>> outcomes = backend.run_in_process(*setup, spec, print);
   std::vector<exec::RankResult> results;
   if (const Error* e = exec::first_failure(outcomes)) {
     return report_error(io, *e);
   }
+  io.out << printer.summary() << "\n";
   for (auto& o : outcomes) {
     results.push_back(std::move(*o));
   }

@@ -120,7 +120,15 @@ std::string describe(const PlanCandidate& c) {
                  o.forward_prefetch);
 }
 
-std::string ms(double seconds) { return significant_text(seconds * 1e3, 3) + " ms"; }
+// A duration for people: "38.2 ms", "1.89 s", "113 s".
+std::string ms(double seconds) {
+  return std::fabs(seconds) < 1.0 ? significant_text(seconds * 1e3, 3) + " ms"
+                                  : significant_text(seconds, 3) + " s";
+}
+
+// Below this relative gap two configurations are the same within what the model can promise
+// (docs/validation.md: a few percent); the explanation says so rather than name a winner.
+constexpr double kIndistinguishable = 0.005;
 
 std::vector<std::string> explain(const PlanResult& r) {
   std::vector<std::string> lines;
@@ -142,7 +150,21 @@ std::vector<std::string> explain(const PlanResult& r) {
                           ? w.tokens_per_second_per_gpu / u.tokens_per_second_per_gpu - 1.0
                           : 0.0;
   lines.push_back(str_cat("runner-up: #", u.index, " ", describe(u), ", ",
-                          fixed_text(100.0 * gain, 1), "% fewer tokens/s/GPU"));
+                          fixed_text(100.0 * gain, gain < 0.001 ? 3 : 1), "% fewer tokens/s/GPU"));
+  if (gain < kIndistinguishable) {
+    std::int64_t close = 1;
+    while (close < static_cast<std::int64_t>(r.ranking.size())) {
+      const PlanCandidate& c = r.candidates[static_cast<std::size_t>(r.ranking[static_cast<std::size_t>(close)])];
+      if (w.tokens_per_second_per_gpu > (1.0 + kIndistinguishable) * c.tokens_per_second_per_gpu) {
+        break;
+      }
+      ++close;
+    }
+    lines.push_back(str_cat(
+        "the top ", close, " are within ", fixed_text(100.0 * kIndistinguishable, 1),
+        "% of each other, the same within the model's accuracy (docs/validation.md): choose "
+        "among them by headroom or simplicity"));
+  }
   // The step's two parts: the compute stream's busy time (with recomputation) and the
   // communication it does not hide; per token of the global batch, since the steps may differ
   // in tokens... they do not here: the global batch is fixed.
@@ -169,9 +191,9 @@ std::vector<std::string> explain(const PlanResult& r) {
                             " communication"));
   }
   std::string why =
-      parts.empty()
-          ? std::string("compute and exposed communication are equal; the step differs by how "
-                        "they interleave")
+      parts.empty() || std::fabs(dc) + std::fabs(dx) < 1e-3 * w.step_time_s
+          ? std::string("compute and exposed communication are the same to within 0.1% of the "
+                        "step; the steps differ only by how they interleave")
           : str_cat("the winner ", join(parts, " and "), "; the larger term is ",
                     std::fabs(dc) >= std::fabs(dx) ? "compute" : "exposed communication");
   lines.push_back(str_cat("why: ", why));

@@ -197,14 +197,16 @@ TEST(SweepCommandTest, JsonParetoFrontIsExactlyTheUndominatedFittingSet) {
 
 TEST(SweepCommandTest, ConfigurationsThatDoNotFitAreNeverOnTheFront) {
   const nlohmann::json roomy = sweep_json();
-  std::vector<std::int64_t> peaks;
+  std::int64_t least_reserved = INT64_MAX;
+  std::int64_t most_reserved = 0;
   for (const auto& c : roomy["configurations"]) {
-    peaks.push_back(c["peak_reserved_bytes"].get<std::int64_t>());
+    least_reserved = std::min(least_reserved, c["peak_reserved_bytes"].get<std::int64_t>());
+    most_reserved = std::max(most_reserved, c["peak_reserved_bytes"].get<std::int64_t>());
   }
-  std::sort(peaks.begin(), peaks.end());
-  ASSERT_LT(peaks.front(), peaks.back());
-  // A device between the smallest and the largest peak: some configurations fit, some do not.
-  const std::int64_t capacity = peaks[peaks.size() / 2];
+  // A device that holds the smallest reservation but not the largest: some configurations fit,
+  // some do not.
+  ASSERT_LT(least_reserved, most_reserved);
+  const std::int64_t capacity = least_reserved;
   // The device also holds the runtime's CUDA context and NCCL buffers, outside the allocator.
   const std::int64_t runtime = FrameworkProfile().runtime_memory().outside_allocator_bytes;
   const std::string hardware = write_temp(
@@ -219,8 +221,12 @@ TEST(SweepCommandTest, ConfigurationsThatDoNotFitAreNeverOnTheFront) {
   std::int64_t front = 0;
   for (const auto& c : tight["configurations"]) {
     const bool fits = c["fits"].get<bool>();
-    // The one verdict: the reservation (which holds every allocated byte) within the capacity.
+    // The one verdict: the reservation (which holds every allocated byte; on a tight device the
+    // allocator releases cached segments before it gives up) within the capacity.
     EXPECT_EQ(fits, c["peak_reserved_bytes"].get<std::int64_t>() <= capacity) << c.dump();
+    if (c["peak_bytes"].get<std::int64_t>() > capacity) {
+      EXPECT_FALSE(fits) << c.dump();
+    }
     EXPECT_EQ(c["headroom_bytes"].get<std::int64_t>(),
               capacity - c["peak_reserved_bytes"].get<std::int64_t>())
         << c.dump();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -59,6 +60,20 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
   EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  // Each step line gives its time and throughput; the summary gives the global batch: dp=2 x 1
+  // microbatch x micro-batch-size 2 (the default) x seq-len 4 = 16 tokens.
+  std::istringstream lines(r.out);
+  int timed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("step ", 0) == 0) {
+      EXPECT_NE(line.find(" ms, "), std::string::npos) << line;
+      EXPECT_NE(line.find(" tokens/s)"), std::string::npos) << line;
+      ++timed;
+    }
+  }
+  EXPECT_EQ(timed, 2) << r.out;
+  EXPECT_NE(r.out.find("2 steps: median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s (16 tokens per step)"), std::string::npos) << r.out;
 }
 
 // FSDP alone, and beside tensor parallelism (issue 19: dp=2 x tp=2 ranks as threads, a
