@@ -134,7 +134,8 @@ Status fully_shard(FsdpContext& context, std::string_view module, const DeviceMe
                     .block_size = s.options.block_size,
                     .microbatches = 1,
                     .grad_scale = grad_scale,
-                    .recompute = s.options.recompute ? RecomputePolicy::full() : RecomputePolicy{},
+                    .recompute = s.options.recompute ? RecomputePolicy::full_all_units()
+                                                : RecomputePolicy{},
                     .mixed_precision = mixed_precision_policy,
                     .optimizer = s.options.optimizer,
                     .schedule = schedule_policy});

@@ -67,8 +67,10 @@ TEST(TrainCommandTest, LlamaModelTrainsAndPassesTheCheck) {
   for (const auto& [mesh, vocab, recompute] :
        {std::tuple<const char*, const char*, const char*>{"dp=2", "32", ""},
         {"dp=2", "32", "--recompute"},
+        {"dp=2", "32", "--recompute=full-all-units"},
         {"dp=2,tp=2", "31", ""},
-        {"dp=2,tp=2", "31", "--recompute"}}) {
+        {"dp=2,tp=2", "31", "--recompute"},
+        {"dp=2,tp=2", "31", "--recompute=full-all-units"}}) {
     std::vector<std::string> args = {
         "--model",    "llama-3-8b", "--layers", "2",  "--hidden",       "16",  "--heads",   "4",
         "--kv-heads", "2",          "--ffn",    "32", "--vocab",        vocab, "--seq-len", "8",
@@ -155,11 +157,12 @@ TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
   one_line({"--model", "llama-3-8b", "--kv-heads", "5"},
            "--kv-heads: expected a divisor of the number of heads 32, got 5");
   one_line({"--model", "lama-3-8b"}, "expected one of llama-3-8b");
-  // The CPU backend recomputes whole units only.
+  // The training backends recompute whole units only.
   for (const char* mode : {"selective-op", "selective-layer:2", "core-attention"}) {
     one_line({"--recompute", mode},
-             str_cat("train --recompute ", mode,
-                     ": the CPU backend recomputes whole units only; use --recompute full"));
+             str_cat("train --recompute is '", mode,
+                     "'; the training backends recompute whole units only: expected none, full "
+                     "or full-all-units"));
   }
   one_line({"--recompute", "sometimes"}, "--recompute is 'sometimes'; expected none, full,");
   // The whole 8B network would need ~180 GiB: refused before anything is allocated.
