@@ -8,6 +8,7 @@
 #include "cli/model_argument.h"
 #include "cli/resource_estimate.h"
 #include "core/base/strings.h"
+#include "core/mesh/axis_names.h"
 #include "core/policy/recompute_policy.h"
 
 namespace po = boost::program_options;
@@ -120,7 +121,7 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   exec::TrainSpec spec = o.spec;
   FSDP_TRY(spec.model, decoder_of(o));
-  FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
+  FSDP_RETURN_IF_ERROR(take(parse_run_mesh(o.mesh), "--mesh", &spec.mesh));
   // A tp axis splits the model (docs/design/parallelism.md, "Training it for real").
   spec.model.tp = exec::tensor_parallel_size(spec.mesh);
   spec.model.ep = exec::expert_parallel_size(spec.mesh);
