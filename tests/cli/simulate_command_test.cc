@@ -173,7 +173,8 @@ TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
       {"--microbatches", "0"},    {"--model", "no-such-model"},
       {"--mesh", "dp=0"},         {"--hardware", "no-such-gpu"},
       {"--straggler", "rank=x"},  {"--recompute", "selective-layer:0"},
-      {"--recompute", "partial"},
+      {"--recompute", "partial"}, {"--mesh", "pp=8,dp=8"},
+      {"--optimizer", "sgd_momentum"},
   };
   for (const auto& args : cases) {
     const auto r = run_command(run_simulate_command, args);

@@ -61,6 +61,19 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
   EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
 }
 
+// The small decoder under both full modes: full recomputes its layers (its embedding and head are
+// not blocks), full-all-units every unit; both train as the unsharded reference does.
+TEST(TrainCommandTest, SmallDecoderTrainsUnderBothFullModes) {
+  for (const char* mode : {"full", "full-all-units"}) {
+    const auto r = run_command(run_train_command,
+                               {"--mesh", "dp=2", "--steps", "2", "--layers", "2", "--hidden", "8",
+                                "--ffn", "16", "--vocab", "16", "--seq-len", "4", "--recompute",
+                                mode, "--check"});
+    ASSERT_EQ(r.code, 0) << mode << ": " << r.err;
+    EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  }
+}
+
 // FSDP alone, and beside tensor parallelism (issue 19: dp=2 x tp=2 ranks as threads, a
 // vocabulary tp does not divide); the unsharded whole model is the reference.
 TEST(TrainCommandTest, LlamaModelTrainsAndPassesTheCheck) {
@@ -126,6 +139,10 @@ TEST(TrainCommandTest, SplitsItCannotTrainAreOneLine) {
            "checkpoints of a tensor- or expert-parallel run (mesh dp=2,tp=2) are not implemented");
   one_line({"--mesh", "dp=2,ep=2"},
            "decoder config: ep=2 needs a mixture-of-experts model (model_type mixtral)");
+  // An axis fsdpsim does not model is never taken for a data-parallel one.
+  one_line({"--mesh", "pp=2,dp=2"},
+           "--mesh: axis 'pp' is not modelled (pipeline parallelism); expected dp, dp_outer, "
+           "dp_inner, dp_shard, dp_replicate, edp, outer, inner, tp or ep");
   const std::vector<std::string> mixtral = {
       "--model", "mixtral-8x7b", "--layers", "1",       "--hidden", "16", "--heads",
       "4",       "--ffn",        "8",        "--vocab", "32"};
