@@ -462,9 +462,8 @@ Expected<Model> decoder_model(const DecoderConfig& config) {
            make_unit("head",
                      {fp32_param("head.norm.weight", {h}), fp32_param("head.out.weight", {v, h})},
                      UnitFlops{/*matmul=*/2 * h * v, /*attention_per_seq=*/0},
-                     UnitActivations{.stored = kF32 * (2 * h + v + 1),
-                                     .recompute = kF32 * h,
-                                     .block = false}));
+                     UnitActivations{
+                         .stored = kF32 * (2 * h + v + 1), .recompute = kF32 * h, .block = false}));
   units.push_back(std::move(head));
   return Model::make("decoder", std::move(units));
 }

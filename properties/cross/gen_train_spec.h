@@ -28,7 +28,8 @@ namespace fsdp::exec {
 inline void showValue(const TrainSpec& s, std::ostream& os) {
   os << to_string(s.strategy) << (s.tensor_atomic ? "(tensor-atomic)" : "") << " mesh " << s.mesh
      << " " << to_string(s.shard_layout) << " block " << s.block_size << " mb " << s.microbatches
-     << " " << to_string(s.schedule) << (s.recompute.is_none() ? "" : " recompute " + to_string(s.recompute)) << " "
+     << " " << to_string(s.schedule)
+     << (s.recompute.is_none() ? "" : " recompute " + to_string(s.recompute)) << " "
      << to_string(s.optimizer) << " grad_scale " << s.grad_scale << " | decoder V " << s.model.vocab
      << " H " << s.model.hidden << " F " << s.model.ffn << " L " << s.model.layers << " S "
      << s.model.seq_len << " B " << s.model.micro_batch_size << " seed " << s.model.seed

@@ -16,7 +16,8 @@
 
 namespace fsdp::cross {
 
-// Rank `rank`'s decoder of the spec, recomputing the units the config's recompute policy checkpoints.
+// Rank `rank`'s decoder of the spec, recomputing the units the config's recompute policy
+// checkpoints.
 inline Expected<std::unique_ptr<backend::HostDecoder>> make_rank_decoder(
     const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank) {
   FSDP_TRY(const exec::RankModel model, exec::rank_model(setup, spec, rank));

@@ -65,10 +65,10 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
 // not blocks), full-all-units every unit; both train as the unsharded reference does.
 TEST(TrainCommandTest, SmallDecoderTrainsUnderBothFullModes) {
   for (const char* mode : {"full", "full-all-units"}) {
-    const auto r = run_command(run_train_command,
-                               {"--mesh", "dp=2", "--steps", "2", "--layers", "2", "--hidden", "8",
-                                "--ffn", "16", "--vocab", "16", "--seq-len", "4", "--recompute",
-                                mode, "--check"});
+    const auto r =
+        run_command(run_train_command,
+                    {"--mesh", "dp=2", "--steps", "2", "--layers", "2", "--hidden", "8", "--ffn",
+                     "16", "--vocab", "16", "--seq-len", "4", "--recompute", mode, "--check"});
     ASSERT_EQ(r.code, 0) << mode << ": " << r.err;
     EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
   }

@@ -18,9 +18,9 @@ constexpr const char* kModelledAxes =
 
 // The small decoder `fsdpsim train` runs in a moment.
 std::vector<std::string> small_train(std::vector<std::string> more) {
-  std::vector<std::string> args = {"train", "--steps", "2",  "--layers",  "2", "--hidden",
-                                   "8",     "--ffn",   "16", "--vocab",   "16", "--seq-len",
-                                   "4"};
+  std::vector<std::string> args = {"train",    "--steps",   "2",     "--layers", "2",
+                                   "--hidden", "8",         "--ffn", "16",       "--vocab",
+                                   "16",       "--seq-len", "4"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -30,22 +30,22 @@ TEST(NamesRegression, AnAxisNotModelledIsAnErrorInEveryCommandThatTakesAMesh) {
   for (const char* command : {"simulate", "schedule"}) {
     SCOPED_TRACE(command);
     const ProcessResult r = run_fsdpsim({command, "--mesh", "pp=8,dp=8"});
-    expect_one_line_error(r, 1,
-                          std::string("--mesh: axis 'pp' is not modelled (pipeline parallelism); ") +
-                              kModelledAxes);
+    expect_one_line_error(
+        r, 1,
+        std::string("--mesh: axis 'pp' is not modelled (pipeline parallelism); ") + kModelledAxes);
     EXPECT_EQ(r.out, "");
   }
-  expect_one_line_error(run_fsdpsim(small_train({"--mesh", "pp=2,dp=2"})), 1,
-                        std::string("--mesh: axis 'pp' is not modelled (pipeline parallelism); ") +
-                            kModelledAxes);
+  expect_one_line_error(
+      run_fsdpsim(small_train({"--mesh", "pp=2,dp=2"})), 1,
+      std::string("--mesh: axis 'pp' is not modelled (pipeline parallelism); ") + kModelledAxes);
   expect_one_line_error(run_fsdpsim({"simulate", "--mesh", "dp=4,cp=2"}), 1,
                         "--mesh: axis 'cp' is not modelled (context parallelism); expected dp,");
   expect_one_line_error(run_fsdpsim({"schedule", "--mesh", "sp=2,tp=2"}), 1,
                         "--mesh: axis 'sp' is not modelled (sequence parallelism: "
                         "--sequence-parallel with a tp axis); expected dp,");
   // An unknown name is not a DP axis either; nothing names what it would be.
-  expect_one_line_error(run_fsdpsim({"simulate", "--mesh", "dp=4,rows=2"}),
-                        1, std::string("--mesh: axis 'rows' is not modelled; ") + kModelledAxes);
+  expect_one_line_error(run_fsdpsim({"simulate", "--mesh", "dp=4,rows=2"}), 1,
+                        std::string("--mesh: axis 'rows' is not modelled; ") + kModelledAxes);
   // sweep builds its meshes from --ranks, --dp-inner, --tp and --ep: there is no --mesh to
   // carry an axis it does not model.
   expect_one_line_error(run_fsdpsim({"sweep", "--mesh", "pp=8,dp=8"}), 2,
@@ -58,16 +58,14 @@ TEST(NamesRegression, EveryModelledAxisNameIsAccepted) {
   for (const char* mesh : {"dp=8", "dp_outer=2,dp_inner=4", "dp_replicate=2,dp_shard=4",
                            "outer=2,inner=4", "edp=8", "dp=4,tp=2"}) {
     SCOPED_TRACE(mesh);
-    const std::string strategy =
-        std::string(mesh).find(',') != std::string::npos && std::string(mesh).find("tp") ==
-                                                                std::string::npos
-            ? "hsdp"
-            : "zero3";
+    const std::string strategy = std::string(mesh).find(',') != std::string::npos &&
+                                         std::string(mesh).find("tp") == std::string::npos
+                                     ? "hsdp"
+                                     : "zero3";
     const ProcessResult r = run_fsdpsim({"schedule", "--mesh", mesh, "--strategy", strategy});
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
-  EXPECT_EQ(run_fsdpsim(small_train({"--mesh", "dp_replicate=2,dp_shard=2", "--strategy",
-                                     "hsdp"}))
+  EXPECT_EQ(run_fsdpsim(small_train({"--mesh", "dp_replicate=2,dp_shard=2", "--strategy", "hsdp"}))
                 .exit_code,
             0);
 }
@@ -78,16 +76,16 @@ TEST(NamesRegression, SgdMomentumIsSpelledOneWayInEverySubcommand) {
   EXPECT_EQ(run_fsdpsim({"simulate", "--optimizer", "sgd-momentum"}).exit_code, 0);
   EXPECT_EQ(run_fsdpsim({"schedule", "--optimizer", "sgd-momentum"}).exit_code, 0);
   EXPECT_EQ(run_fsdpsim(small_train({"--optimizer", "sgd-momentum"})).exit_code, 0);
-  const ProcessResult sweep =
-      run_fsdpsim({"sweep", "--ranks", "8", "--strategies", "zero3", "--layouts", "padded",
-                   "--optimizer", "sgd-momentum"});
+  const ProcessResult sweep = run_fsdpsim({"sweep", "--ranks", "8", "--strategies", "zero3",
+                                           "--layouts", "padded", "--optimizer", "sgd-momentum"});
   EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"simulate", "--optimizer", "sgd_momentum"},
         small_train({"--optimizer", "sgd_momentum"}),
         std::vector<std::string>{"sweep", "--ranks", "8", "--optimizer", "sgd_momentum"}}) {
-    expect_one_line_error(run_fsdpsim(args), 1,
-                          "optimizer 'sgd_momentum' is unknown; expected sgd, sgd-momentum or adam");
+    expect_one_line_error(
+        run_fsdpsim(args), 1,
+        "optimizer 'sgd_momentum' is unknown; expected sgd, sgd-momentum or adam");
   }
 }
 

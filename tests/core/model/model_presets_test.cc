@@ -92,11 +92,11 @@ TEST(ModelPresetsTest, NamedPresetsHaveTheirPublishedParameterCounts) {
     std::int64_t parameters;
     bool tied;
   } cases[] = {
-      {"llama-3.1-8b", 8'030'261'248, false},   {"llama-3.1-70b", 70'553'706'496, false},
-      {"llama-3.2-1b", 1'235'814'400, true},    {"llama-3.2-3b", 3'212'749'824, true},
-      {"qwen2.5-14b", 14'770'033'664, false},   {"qwen2.5-32b", 32'763'876'352, false},
-      {"qwen2.5-72b", 72'706'203'648, false},   {"mistral-7b", 7'241'732'096, false},
-      {"llama-3-8b", 8'030'261'248, false},     {"qwen2.5-7b", 7'615'616'512, false},
+      {"llama-3.1-8b", 8'030'261'248, false}, {"llama-3.1-70b", 70'553'706'496, false},
+      {"llama-3.2-1b", 1'235'814'400, true},  {"llama-3.2-3b", 3'212'749'824, true},
+      {"qwen2.5-14b", 14'770'033'664, false}, {"qwen2.5-32b", 32'763'876'352, false},
+      {"qwen2.5-72b", 72'706'203'648, false}, {"mistral-7b", 7'241'732'096, false},
+      {"llama-3-8b", 8'030'261'248, false},   {"qwen2.5-7b", 7'615'616'512, false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

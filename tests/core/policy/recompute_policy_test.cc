@@ -34,9 +34,8 @@ TEST(RecomputePolicyTest, ParsesEveryModeAndPrintsWhatItParses) {
 }
 
 TEST(RecomputePolicyTest, BadTextIsOneLineNamingTheOptionAndTheChoices) {
-  for (const char* text :
-       {"", "x", "on", "Full", "selective", "selective-op:2", "core_attention", "full_all_units",
-        "full-all"}) {
+  for (const char* text : {"", "x", "on", "Full", "selective", "selective-op:2", "core_attention",
+                           "full_all_units", "full-all"}) {
     const auto policy = RecomputePolicy::parse(text);
     ASSERT_FALSE(policy.has_value()) << text;
     EXPECT_EQ(policy.error().message(),
@@ -152,10 +151,9 @@ TEST(RecomputePolicyTest, FullIsSelectiveLayerOneAndFullAllUnitsRecomputesEveryU
                       {.stored = 100, .recompute = 10, .block = block})
         .value();
   };
-  const Model model =
-      Model::make("m", {make("embedding", false), make("layers.0", true), make("layers.1", true),
-                        make("head", false)})
-          .value();
+  const Model model = Model::make("m", {make("embedding", false), make("layers.0", true),
+                                        make("layers.1", true), make("head", false)})
+                          .value();
   const std::vector<UnitCheckpoint> full = checkpoints_of(RecomputePolicy::full(), model, false);
   EXPECT_EQ(full, checkpoints_of(*RecomputePolicy::parse("selective-layer:1"), model, false));
   ASSERT_EQ(full.size(), 4u);
