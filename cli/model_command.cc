@@ -173,7 +173,7 @@ Status print_text(const Model& m, std::string_view source, std::int64_t seq_len,
      << "  backward FLOPs/token " << grouped(total.backward) << "\n"
      << "  training FLOPs/token " << grouped(training) << " (" << human(training) << ")\n"
      << "  activations/token    " << grouped(m.activations().stored) << " bytes, "
-     << grouped(m.activations().recompute) << " with full recompute\n";
+     << grouped(m.activations().recompute) << " with every unit recomputed\n";
   return ok_status();
 }
 

@@ -42,9 +42,9 @@ void add_run_options(po::options_description& desc, RunOptions* o) {
       ("unified-streams", po::bool_switch(&o->unified_streams),
        "one stream for all-gathers and reduce-scatters")
       ("recompute", po::value(&o->recompute)->default_value(o->recompute)->implicit_value("full"),
-       "activation checkpointing: none | full (bare --recompute: every unit) | selective-op | "
-       "selective-layer:K (every K-th block; :1 is torchtitan's and Megatron's full, blocks "
-       "only) | core-attention")
+       "activation checkpointing: none | full (bare --recompute: every transformer block, as "
+       "torchtitan's and Megatron's full) | full-all-units (the embedding and head too) | "
+       "selective-op | selective-layer:K (every K-th block) | core-attention")
       ("main-params", po::value(&o->main_params)->default_value(o->main_params),
        "main weight dtype: fp32 | bf16 | fp16")
       ("optimizer", po::value(&o->optimizer)->default_value(o->optimizer),

@@ -377,8 +377,8 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       ("micro-batch-size", po::value(&run.micro_batch_size)->default_value(run.micro_batch_size),
        "sequences per microbatch per rank")
       ("recompute", po::value(&run.recompute)->default_value(run.recompute)->implicit_value("full"),
-       "activation checkpointing modes: none | full (bare --recompute) | selective-op | "
-       "selective-layer:K | core-attention, comma-separated")
+       "activation checkpointing modes: none | full (bare --recompute: every transformer block) "
+       "| full-all-units | selective-op | selective-layer:K | core-attention, comma-separated")
       ("compile", po::bool_switch(&run.compile), "compiled model (torch.compile)")
       ("compute-dtype", po::value(&run.compute_dtype)->default_value(run.compute_dtype),
        "math of the weight matmuls: bf16 | fp8")

@@ -8,6 +8,7 @@
 #include "cli/model_argument.h"
 #include "planner/resource_estimate.h"
 #include "core/base/strings.h"
+#include "core/mesh/axis_names.h"
 #include "core/policy/recompute_policy.h"
 
 namespace po = boost::program_options;
@@ -98,11 +99,12 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
       ("unified-streams", po::bool_switch(&o->unified_streams),
        "one stream for all-gathers and reduce-scatters")
       ("recompute", po::value(&o->recompute)->default_value(o->recompute)->implicit_value("full"),
-       "activation checkpointing: none | full (bare --recompute; the CPU backend recomputes "
-       "whole units only)")
+       "activation checkpointing: none | full (bare --recompute: every transformer block, as "
+       "torchtitan's and Megatron-LM's full) | full-all-units (the embedding and head too); the "
+       "training backends recompute whole units only")
       ("main-params", po::value(&o->main_params)->default_value("fp32"),
        "main weight dtype (real training needs fp32)")
-      ("optimizer", po::value(&o->optimizer)->default_value("adam"), "sgd | sgd_momentum | adam")
+      ("optimizer", po::value(&o->optimizer)->default_value("adam"), "sgd | sgd-momentum | adam")
       ("lr", po::value(&spec.hyper.lr)->default_value(1e-2), "learning rate")
       ("grad-scale", po::value(&spec.grad_scale)->default_value(1.0),
        "gradient multiplier after DP averaging")
@@ -119,7 +121,7 @@ void add_train_options(po::options_description& desc, TrainOptions* o) {
 Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
   exec::TrainSpec spec = o.spec;
   FSDP_TRY(spec.model, decoder_of(o));
-  FSDP_RETURN_IF_ERROR(take(parse_device_mesh(o.mesh), "--mesh", &spec.mesh));
+  FSDP_RETURN_IF_ERROR(take(parse_run_mesh(o.mesh), "--mesh", &spec.mesh));
   // A tp axis splits the model (docs/design/parallelism.md, "Training it for real").
   spec.model.tp = exec::tensor_parallel_size(spec.mesh);
   spec.model.ep = exec::expert_parallel_size(spec.mesh);
@@ -138,12 +140,15 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
                          spec.block_size, "; expected --block 1 or no --block"));
   }
   FSDP_TRY(const RecomputePolicy recompute, RecomputePolicy::parse(o.recompute));
-  if (!recompute.is_none() && !recompute.is_full()) {
+  // The decoders recompute whole units (docs/design/backends.md): full recomputes the
+  // transformer blocks, full-all-units also the embedding and head.
+  if (!recompute.is_none() && !recompute.is_full() && !recompute.is_full_all_units()) {
     return Error(ErrorCode::kInvalidArgument,
-                 str_cat("train --recompute ", to_string(recompute),
-                         ": the CPU backend recomputes whole units only; use --recompute full"));
+                 str_cat("train --recompute is '", to_string(recompute),
+                         "'; the training backends recompute whole units only: expected none, "
+                         "full or full-all-units"));
   }
-  spec.recompute = recompute.is_full();
+  spec.recompute = recompute;
   PrefetchPolicy prefetch;
   FSDP_RETURN_IF_ERROR(take(parse_prefetch_policy(o.prefetch), "--prefetch", &prefetch));
   FSDP_RETURN_IF_ERROR(
@@ -157,8 +162,8 @@ Expected<exec::TrainSpec> make_train_spec(const TrainOptions& o) {
 Status check_train_memory(const exec::TrainSpec& spec, std::int64_t ranks_here, bool check) {
   FSDP_TRY(const Model model, backend::decoder_model(spec.model));
   std::int64_t per_token = 0;
-  for (const Unit& u : model.units()) {
-    per_token += spec.recompute ? u.activations().recompute : u.activations().stored;
+  for (const UnitCheckpoint& c : checkpoints_of(spec.recompute, model, /*compiled=*/false)) {
+    per_token += c.kept;
   }
   return planner::check_training_memory(model.num_parameters(), per_token,
                                spec.model.seq_len * spec.model.micro_batch_size, spec.microbatches,

@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "core/hardware/hardware_json.h"
 #include "core/hardware/hardware_presets.h"
+#include "core/mesh/axis_names.h"
 #include "core/mesh/placements.h"
 #include "core/mesh/strategy.h"
 #include "core/model/model_split.h"
@@ -36,7 +37,7 @@ Expected<ConfigOptions> parse_config_options(const RunOptions& o) {
   auto ctx = [](const char* option, const Error& e) {
     return e.with_context(str_cat("--", option));
   };
-  auto mesh = parse_device_mesh(o.mesh);
+  auto mesh = parse_run_mesh(o.mesh);
   if (!mesh) {
     return ctx("mesh", mesh.error());
   }

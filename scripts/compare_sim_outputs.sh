@@ -25,7 +25,7 @@ configs=(
   "--mesh dp_outer=2,dp_inner=8 --strategy hsdp --microbatches 8"
   "--shard-layout unpadded --mesh dp=64 --hardware h200"
   "--tensor-atomic --mesh dp=32 --microbatches 2"
-  "--unified-streams --recompute --prefetch next(2)"
+  "--unified-streams --recompute full-all-units --prefetch next(2)"
   "--model llama-3-70b --mesh dp_outer=8,dp_inner=8 --strategy hfsdp --sm-slowdown 1.2"
   "--strategy zero2 --microbatches 3 --straggler fraction=0.25,compute=1.2"
 )

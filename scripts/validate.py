@@ -83,6 +83,8 @@ def simulate_flags(binary):
         flags.add(token)
     if "selective-op" in text:
         flags.add("selective-op")
+    if "full-all-units" in text:  # `full` is the blocks only since that name exists
+        flags.add("full-all-units")
     return flags
 
 
@@ -108,9 +110,12 @@ def command_for(run, runs_dir, flags):
     if run["ac"] == "full":
         # A framework's full activation checkpointing wraps the transformer blocks only
         # (torchtitan's apply_ac walks model.layers; Megatron's full recompute, llm-foundry's and
-        # Hugging Face's checkpointing wrap the decoder layers), which is selective-layer:1 here;
-        # fsdpsim's own `full` also recomputes the embedding and the head (docs/models.md).
-        if "selective-op" in flags:
+        # Hugging Face's checkpointing wrap the decoder layers): fsdpsim's `full` (docs/models.md,
+        # "Activation checkpointing modes"). Binaries from before `full-all-units` existed
+        # recomputed every unit under `full`; selective-layer:1 is the blocks there.
+        if "full-all-units" in flags:
+            argv += ["--recompute", "full"]
+        elif "selective-op" in flags:
             argv += ["--recompute", "selective-layer:1"]
         else:
             argv.append("--recompute")  # before the modes: a bare --recompute, every unit

@@ -140,11 +140,9 @@ Expected<std::vector<ComputeRate>> measure_decoder(const exec::TrainSpec& spec,
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            backend::HostDecoder::make(spec.model, spec.microbatches, rank, world));
   const auto units = static_cast<std::int32_t>(setup.model.num_units());
-  if (spec.recompute) {
-    for (std::int32_t u = 0; u < units; ++u) {
-      decoder->set_recompute(u, true);
-    }
-  }
+  exec::set_decoder_recompute(setup, *decoder);
+  const std::vector<UnitCheckpoint> checkpoints =
+      checkpoints_of(setup.config.recompute(), setup.model, /*compiled=*/false);
   backend::ParamValues values = backend::initial_parameters(spec.model);
   std::vector<std::vector<const float*>> params(idx(units));
   std::vector<std::vector<std::vector<float>>> grad_values(idx(units));
@@ -169,7 +167,7 @@ Expected<std::vector<ComputeRate>> measure_decoder(const exec::TrainSpec& spec,
       timed(OpKind::kForward, u, [&] { decoder->forward(u, 0, params[idx(u)]); });
     }
     for (std::int32_t u = units - 1; u >= 0; --u) {
-      if (spec.recompute) {
+      if (checkpoints[idx(u)].recomputed) {
         timed(OpKind::kRecompute, u, [&] { decoder->recompute(u, 0, params[idx(u)]); });
       }
       timed(OpKind::kBackward, u,

@@ -9,6 +9,7 @@
 #include "core/base/checked_math.h"
 #include "core/base/strings.h"
 #include "core/model/json_fields.h"
+#include "core/policy/optimizer_policy.h"
 
 namespace fsdp::exec {
 namespace {
@@ -222,6 +223,12 @@ Expected<CheckpointManifest> parse_checkpoint_manifest(std::string_view text,
 
   FSDP_TRY(JsonObjectReader o, object_at(top, "optimizer"));
   FSDP_TRY(m.optimizer.kind, o.get_string("kind"));
+  // Manifests written before 2026-12-04 spell sgd-momentum "sgd_momentum"; the kind is compared
+  // by name with the run's (checkpoint.cc), so it is read in today's spelling. An unknown kind
+  // stays as written and is reported by that comparison.
+  if (const Expected<OptimizerKind> kind = parse_saved_optimizer_kind(m.optimizer.kind)) {
+    m.optimizer.kind = std::string(to_string(*kind));
+  }
   FSDP_TRY(m.optimizer.num_states, o.get_int("num_states", 0));
   FSDP_TRY(m.optimizer.lr, get_number(o, "lr"));
   FSDP_TRY(m.optimizer.momentum, get_number(o, "momentum"));

@@ -48,7 +48,7 @@ struct SavedConfig {
 };
 
 struct SavedOptimizer {
-  std::string kind;  // "sgd", "sgd_momentum", "adam"
+  std::string kind;  // "sgd", "sgd-momentum", "adam" (read: also "sgd_momentum", written before)
   std::int64_t num_states = 0;
   double lr = 0.0;
   double momentum = 0.0;

@@ -28,7 +28,7 @@ Expected<ConfigOptions> config_options_of(const TrainSpec& spec) {
                        .block_size = spec.block_size,
                        .microbatches = spec.microbatches,
                        .grad_scale = spec.grad_scale,
-                       .recompute = spec.recompute ? RecomputePolicy::full() : RecomputePolicy{},
+                       .recompute = spec.recompute,
                        .mixed_precision = std::move(mixed_precision),
                        .optimizer = std::move(optimizer),
                        .schedule = spec.schedule};
@@ -179,17 +179,23 @@ Expected<RankModel> rank_model(const TrainSetup& setup, const TrainSpec& spec, s
   return out;
 }
 
+void set_decoder_recompute(const TrainSetup& setup, backend::HostDecoder& decoder) {
+  // The units the schedule gives a recompute op: the decoder drops their intermediates after the
+  // forward, and keeps every other unit's (docs/design/backends.md).
+  const std::vector<UnitCheckpoint> checkpoints =
+      checkpoints_of(setup.config.recompute(), setup.model, /*compiled=*/false);
+  for (std::size_t u = 0; u < checkpoints.size(); ++u) {
+    decoder.set_recompute(static_cast<std::int32_t>(u), checkpoints[u].recomputed);
+  }
+}
+
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
                                 Device& device, CommunicatorSet& comms,
                                 const std::function<void(std::int64_t, double)>& on_step) {
   FSDP_TRY(const RankModel model, rank_model(setup, spec, rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            device.make_decoder(model.config, spec.microbatches, model.data_rank, model.data_world));
-  if (setup.config.recompute().is_full()) {
-    for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
-      decoder->set_recompute(u, true);
-    }
-  }
+  set_decoder_recompute(setup, *decoder);
   ExecutorOptions options;
   options.optimizer = spec.optimizer;
   options.hyper = spec.hyper;

@@ -25,6 +25,7 @@
 #include "core/model/model.h"
 #include "core/policy/config_options.h"
 #include "core/policy/fsdp_config.h"
+#include "core/policy/recompute_policy.h"
 #include "core/schedule/schedule.h"
 
 namespace fsdp::exec {
@@ -40,7 +41,9 @@ struct TrainSpec {
   std::int64_t block_size = 1;
   std::int64_t microbatches = 1;
   SchedulePolicy schedule;
-  bool recompute = false;
+  // Which units recompute in backward (RecomputePolicy: none, full or full-all-units; the
+  // decoder recomputes whole units only).
+  RecomputePolicy recompute;
   DType main_params = DType::kFp32;  // real training needs fp32 (the executor says so otherwise)
   DType compute = DType::kFp32;
   OptimizerKind optimizer = OptimizerKind::kAdam;
@@ -113,6 +116,11 @@ CheckpointContext checkpoint_context(const TrainSetup& setup, const TrainSpec& s
 // layout). With spec.checkpoint.save_dir it saves after every save_every steps and after the last
 // one (save_checkpoint). on_step(step, loss) is called after each step (may be empty). Errors:
 // the executor's, prefixed with the rank; the checkpoint's; a checkpoint past spec.steps.
+// Sets `decoder`'s per-unit recomputation to the units the setup's recompute policy checkpoints
+// (checkpoints_of over setup.model): under full the transformer blocks, under full-all-units
+// every unit, the embedding and head included.
+void set_decoder_recompute(const TrainSetup& setup, backend::HostDecoder& decoder);
+
 Expected<RankResult> train_rank(const TrainSetup& setup, const TrainSpec& spec, std::int64_t rank,
                                 Device& device, CommunicatorSet& comms,
                                 const std::function<void(std::int64_t, double)>& on_step);

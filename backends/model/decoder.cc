@@ -440,8 +440,10 @@ Expected<Model> decoder_model(const DecoderConfig& config) {
   constexpr std::int64_t kF32 = 4;
   std::vector<Unit> units;
   // The embedding keeps nothing: its backward reads the step's token ids, which live all step.
+  // The embedding and the head are not blocks (UnitActivations::block): --recompute full
+  // checkpoints the layers only, as torchtitan does (docs/models.md).
   FSDP_TRY(Unit embedding, make_unit("embedding", {fp32_param("embedding.weight", {v, h})},
-                                     UnitFlops{}, UnitActivations{}));
+                                     UnitFlops{}, UnitActivations{.block = false}));
   units.push_back(std::move(embedding));
   for (std::int64_t i = 0; i < config.layers; ++i) {
     const std::string p = str_cat("layers.", i);
@@ -460,7 +462,8 @@ Expected<Model> decoder_model(const DecoderConfig& config) {
            make_unit("head",
                      {fp32_param("head.norm.weight", {h}), fp32_param("head.out.weight", {v, h})},
                      UnitFlops{/*matmul=*/2 * h * v, /*attention_per_seq=*/0},
-                     UnitActivations{kF32 * (2 * h + v + 1), kF32 * h}));
+                     UnitActivations{
+                         .stored = kF32 * (2 * h + v + 1), .recompute = kF32 * h, .block = false}));
   units.push_back(std::move(head));
   return Model::make("decoder", std::move(units));
 }

@@ -127,17 +127,17 @@ Status fully_shard(FsdpContext& context, std::string_view module, const DeviceMe
                                  "fully_shard"));
   }
   // One microbatch: FsdpContext::config() counts the step's microbatch scopes.
-  auto config = assemble_config(
-      ConfigOptions{.mesh = mesh,
-                    .placements = placements,
-                    .shard_layout = shard_layout,
-                    .block_size = s.options.block_size,
-                    .microbatches = 1,
-                    .grad_scale = grad_scale,
-                    .recompute = s.options.recompute ? RecomputePolicy::full() : RecomputePolicy{},
-                    .mixed_precision = mixed_precision_policy,
-                    .optimizer = s.options.optimizer,
-                    .schedule = schedule_policy});
+  auto config = assemble_config(ConfigOptions{
+      .mesh = mesh,
+      .placements = placements,
+      .shard_layout = shard_layout,
+      .block_size = s.options.block_size,
+      .microbatches = 1,
+      .grad_scale = grad_scale,
+      .recompute = s.options.recompute ? RecomputePolicy::full_all_units() : RecomputePolicy{},
+      .mixed_precision = mixed_precision_policy,
+      .optimizer = s.options.optimizer,
+      .schedule = schedule_policy});
   if (!config) {
     return config.error().with_context(prefix.substr(0, prefix.size() - 2));
   }

@@ -12,7 +12,7 @@ std::string_view to_string(OptimizerKind kind) {
     case OptimizerKind::kSgd:
       return "sgd";
     case OptimizerKind::kSgdMomentum:
-      return "sgd_momentum";
+      return "sgd-momentum";
     case OptimizerKind::kAdam:
       return "adam";
   }
@@ -27,14 +27,21 @@ Expected<OptimizerKind> parse_optimizer_kind(std::string_view text) {
   if (name == "sgd") {
     return OptimizerKind::kSgd;
   }
-  if (name == "sgd_momentum" || name == "momentum") {
+  if (name == "sgd-momentum" || name == "momentum") {
     return OptimizerKind::kSgdMomentum;
   }
   if (name == "adam" || name == "adamw") {
     return OptimizerKind::kAdam;
   }
   return Error(ErrorCode::kInvalidArgument,
-               str_cat("optimizer '", text, "' is unknown; expected sgd, sgd_momentum or adam"));
+               str_cat("optimizer '", text, "' is unknown; expected sgd, sgd-momentum or adam"));
+}
+
+Expected<OptimizerKind> parse_saved_optimizer_kind(std::string_view text) {
+  if (text == "sgd_momentum") {
+    return OptimizerKind::kSgdMomentum;
+  }
+  return parse_optimizer_kind(text);
 }
 
 Expected<OptimizerPolicy> OptimizerPolicy::make(OptimizerKind kind, DType state_dtype) {

@@ -20,11 +20,15 @@ enum class OptimizerKind : std::uint8_t {
   kAdam,         // exp_avg, exp_avg_sq
 };
 
-// "sgd", "sgd_momentum", "adam".
+// "sgd", "sgd-momentum", "adam": the one spelling of every subcommand (docs/cli.md).
 std::string_view to_string(OptimizerKind kind);
 // The names above, case-insensitive (also "momentum" for kSgdMomentum, "adamw" for kAdam, which
-// keeps the same state).
+// keeps the same state). Error (kInvalidArgument, one line): "optimizer 'x' is unknown; expected
+// sgd, sgd-momentum or adam".
 Expected<OptimizerKind> parse_optimizer_kind(std::string_view text);
+// parse_optimizer_kind, also reading "sgd_momentum": the spelling of kSgdMomentum in files written
+// before 2026-12-04 (checkpoint manifests); command lines take parse_optimizer_kind's names only.
+Expected<OptimizerKind> parse_saved_optimizer_kind(std::string_view text);
 
 class OptimizerPolicy {
  public:

@@ -15,11 +15,11 @@ constexpr std::string_view kSelectiveLayer = "selective-layer:";
 Error bad_text(std::string_view text) {
   return Error(ErrorCode::kInvalidArgument,
                str_cat("--recompute is '", text,
-                       "'; expected none, full, selective-op, selective-layer:K or "
-                       "core-attention"));
+                       "'; expected none, full, full-all-units, selective-op, "
+                       "selective-layer:K or core-attention"));
 }
 
-// The whole unit from its checkpointed input: today's full recomputation.
+// The whole unit from its checkpointed input.
 UnitCheckpoint whole(const Unit& unit) {
   const UnitActivations& a = unit.activations();
   return UnitCheckpoint{.recomputed = true,
@@ -67,12 +67,21 @@ RecomputePolicy RecomputePolicy::full() {
   return out;
 }
 
+RecomputePolicy RecomputePolicy::full_all_units() {
+  RecomputePolicy out;
+  out.mode_ = RecomputeMode::kFullAllUnits;
+  return out;
+}
+
 Expected<RecomputePolicy> RecomputePolicy::parse(std::string_view text) {
   if (text == "none") {
     return RecomputePolicy{};
   }
   if (text == "full") {
     return full();
+  }
+  if (text == "full-all-units") {
+    return full_all_units();
   }
   if (text == "selective-op") {
     return make(RecomputeMode::kSelectiveOp);
@@ -100,6 +109,10 @@ UnitCheckpoint checkpoint_of(const RecomputePolicy& policy, const Unit& unit,
     case RecomputeMode::kNone:
       return kept_all(unit);
     case RecomputeMode::kFull:
+      // torchtitan's apply_ac and Megatron-LM's full granularity wrap the transformer blocks
+      // only (docs/models.md, "Activation checkpointing modes").
+      return unit.activations().block && block_index >= 0 ? whole(unit) : kept_all(unit);
+    case RecomputeMode::kFullAllUnits:
       return whole(unit);
     case RecomputeMode::kSelectiveOp:
       return selective(unit, unit.activations().selective_op, compiled);
@@ -133,6 +146,8 @@ std::string to_string(const RecomputePolicy& policy) {
       return "none";
     case RecomputeMode::kFull:
       return "full";
+    case RecomputeMode::kFullAllUnits:
+      return "full-all-units";
     case RecomputeMode::kSelectiveOp:
       return "selective-op";
     case RecomputeMode::kSelectiveLayer:

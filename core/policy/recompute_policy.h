@@ -4,8 +4,11 @@
 // the bytes the recompute re-materialises and the FLOPs it spends (docs/models.md,
 // "Activation checkpointing modes"). Modes:
 //   none               every unit keeps what its backward reads (UnitActivations::stored);
-//   full               every unit is recomputed whole from its checkpointed input (the CPU
-//                      backend's recomputation; torchtitan's `full` is selective-layer:1);
+//   full               every transformer block is recomputed whole from its checkpointed
+//                      input, the units outside the blocks (embedding, head) keep theirs:
+//                      torchtitan's activation_checkpoint.mode = "full" and Megatron-LM's
+//                      --recompute-granularity full (the figures of selective-layer:1);
+//   full-all-units     every unit is recomputed whole, embedding and head included;
 //   selective-op       torchtitan's op-level policy inside every transformer block;
 //   selective-layer:K  whole-block recomputation of every K-th transformer block (torchtitan's
 //                      ac_freq: the k-th block, counted from 1, when k % K == 0);
@@ -27,7 +30,8 @@ namespace fsdp {
 
 enum class RecomputeMode : std::uint8_t {
   kNone,
-  kFull,
+  kFull,          // every transformer block (UnitActivations::block)
+  kFullAllUnits,  // every unit
   kSelectiveOp,
   kSelectiveLayer,
   kCoreAttention,
@@ -40,10 +44,12 @@ class RecomputePolicy {
   // Error (kInvalidArgument): a layer frequency < 1 for selective-layer, or one other than 0
   // for the other modes.
   static Expected<RecomputePolicy> make(RecomputeMode mode, std::int64_t layer_frequency = 0);
-  static RecomputePolicy full();
-  // "none", "full", "selective-op", "selective-layer:K" (K >= 1), "core-attention". Error
-  // (kInvalidArgument, one line): "--recompute is 'x'; expected none, full, selective-op,
-  // selective-layer:K or core-attention" (K >= 1 named for a bad K).
+  static RecomputePolicy full();            // the transformer blocks
+  static RecomputePolicy full_all_units();  // every unit
+  // "none", "full", "full-all-units", "selective-op", "selective-layer:K" (K >= 1),
+  // "core-attention". Error (kInvalidArgument, one line): "--recompute is 'x'; expected none,
+  // full, full-all-units, selective-op, selective-layer:K or core-attention" (K >= 1 named for a
+  // bad K).
   static Expected<RecomputePolicy> parse(std::string_view text);
 
   RecomputeMode mode() const { return mode_; }
@@ -51,6 +57,13 @@ class RecomputePolicy {
   std::int64_t layer_frequency() const { return layer_frequency_; }
   bool is_none() const { return mode_ == RecomputeMode::kNone; }
   bool is_full() const { return mode_ == RecomputeMode::kFull; }
+  bool is_full_all_units() const { return mode_ == RecomputeMode::kFullAllUnits; }
+  // Whether a recomputed unit runs its whole forward again (full, full-all-units,
+  // selective-layer:K), collectives included, rather than part of it.
+  bool recomputes_whole_units() const {
+    return mode_ == RecomputeMode::kFull || mode_ == RecomputeMode::kFullAllUnits ||
+           mode_ == RecomputeMode::kSelectiveLayer;
+  }
 
   friend bool operator==(const RecomputePolicy&, const RecomputePolicy&) = default;
 
@@ -79,7 +92,8 @@ UnitCheckpoint checkpoint_of(const RecomputePolicy& policy, const Unit& unit,
 std::vector<UnitCheckpoint> checkpoints_of(const RecomputePolicy& policy, const Model& model,
                                            bool compiled);
 
-// The form parse reads: "none", "full", "selective-op", "selective-layer:2", "core-attention".
+// The form parse reads: "none", "full", "full-all-units", "selective-op", "selective-layer:2",
+// "core-attention".
 std::string to_string(const RecomputePolicy& policy);
 std::ostream& operator<<(std::ostream& os, const RecomputePolicy& policy);
 

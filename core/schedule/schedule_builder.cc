@@ -770,7 +770,9 @@ class ProgramBuilder {
                              "' overflow int64"));
       }
       const std::int64_t weight_bytes =
-          config_.recompute().is_full() || checkpoint.flops.matmul > 0 ? unit.param_bytes() : 0;
+          config_.recompute().is_full_all_units() || checkpoint.flops.matmul > 0
+              ? unit.param_bytes()
+              : 0;
       std::vector<Operand> operands = weights;
       if (act >= 0) {
         operands.push_back(transient(act, Access::kRead, -1, Extent::kNone));
@@ -785,8 +787,7 @@ class ProgramBuilder {
               unit_compute_dtype(u));
       // A recompute of the whole forward issues its collectives again; the selective modes
       // keep the collectives' outputs (torchtitan's policy saves them; core attention has none).
-      const RecomputeMode mode = config_.recompute().mode();
-      if (mode == RecomputeMode::kFull || mode == RecomputeMode::kSelectiveLayer) {
+      if (config_.recompute().recomputes_whole_units()) {
         FSDP_RETURN_IF_ERROR(activation_collectives(u, CollectivePass::kForward));
       }
     }

@@ -28,7 +28,8 @@ namespace fsdp::exec {
 inline void showValue(const TrainSpec& s, std::ostream& os) {
   os << to_string(s.strategy) << (s.tensor_atomic ? "(tensor-atomic)" : "") << " mesh " << s.mesh
      << " " << to_string(s.shard_layout) << " block " << s.block_size << " mb " << s.microbatches
-     << " " << to_string(s.schedule) << (s.recompute ? " recompute" : "") << " "
+     << " " << to_string(s.schedule)
+     << (s.recompute.is_none() ? "" : " recompute " + to_string(s.recompute)) << " "
      << to_string(s.optimizer) << " grad_scale " << s.grad_scale << " | decoder V " << s.model.vocab
      << " H " << s.model.hidden << " F " << s.model.ffn << " L " << s.model.layers << " S "
      << s.model.seq_len << " B " << s.model.micro_batch_size << " seed " << s.model.seed
@@ -156,7 +157,9 @@ inline rc::Gen<exec::TrainSpec> train_spec() {
     s.schedule = SchedulePolicy::make(prefetch_of(forward), prefetch_of(backward),
                                       /*max_inflight=*/0, *rc::gen::arbitrary<bool>())
                      .value();
-    s.recompute = *rc::gen::arbitrary<bool>();
+    // The modes the training backends run (docs/models.md): the blocks only, or every unit.
+    s.recompute = *rc::gen::element(RecomputePolicy{}, RecomputePolicy::full(),
+                                    RecomputePolicy::full_all_units());
     if (s.model.ep > 1) {
       s.optimizer = *rc::gen::element(OptimizerKind::kSgd, OptimizerKind::kSgdMomentum);
     } else if (s.model.tp == 1 || !s.model.qkv_bias) {

@@ -16,18 +16,15 @@
 
 namespace fsdp::cross {
 
-// Rank `rank`'s decoder of the spec, recomputing every unit when the config says so.
+// Rank `rank`'s decoder of the spec, recomputing the units the config's recompute policy
+// checkpoints.
 inline Expected<std::unique_ptr<backend::HostDecoder>> make_rank_decoder(
     const exec::TrainSetup& setup, const exec::TrainSpec& spec, std::int64_t rank) {
   FSDP_TRY(const exec::RankModel model, exec::rank_model(setup, spec, rank));
   FSDP_TRY(std::unique_ptr<backend::HostDecoder> decoder,
            backend::HostDecoder::make(model.config, spec.microbatches, model.data_rank,
                                       model.data_world));
-  if (setup.config.recompute().is_full()) {
-    for (std::int32_t u = 0; u < static_cast<std::int32_t>(setup.model.num_units()); ++u) {
-      decoder->set_recompute(u, true);
-    }
-  }
+  exec::set_decoder_recompute(setup, *decoder);
   return decoder;
 }
 

@@ -432,7 +432,7 @@ TEST(RowBoundaryTest, HfsdpTwoByFourWithFourMicrobatchesAndBlocks) {
   exec::TrainSpec s = fixed_spec(Strategy::kHfsdp, "outer=2,inner=4", 4, 4);
   s.schedule = SchedulePolicy::make(gen::prefetch_of(2), gen::prefetch_of(2),
                                     /*max_inflight=*/0, /*unified_streams=*/false).value();
-  s.recompute = true;
+  s.recompute = RecomputePolicy::full_all_units();
   s.grad_scale = 2.0;
   check_fixed(s);
 }

@@ -116,11 +116,11 @@ inline rc::Gen<ConfigSpec> config_spec() {
     c.backward = *prefetch_spec();
     c.max_inflight = *rc::gen::inRange<std::int64_t>(0, 4);
     c.unified = *rc::gen::arbitrary<bool>();
-    c.recompute =
-        RecomputePolicy::parse(*rc::gen::element<std::string>(
-                                   "none", "full", "selective-op", "selective-layer:1",
-                                   "selective-layer:2", "selective-layer:3", "core-attention"))
-            .value();
+    c.recompute = RecomputePolicy::parse(*rc::gen::element<std::string>(
+                                             "none", "full", "full-all-units", "selective-op",
+                                             "selective-layer:1", "selective-layer:2",
+                                             "selective-layer:3", "core-attention"))
+                      .value();
     c.main_params = *rc::gen::element(DType::kFp32, DType::kBf16);
     c.main_grads = *rc::gen::element<std::optional<DType>>(std::nullopt, DType::kFp32);
     c.compute = *rc::gen::element<std::optional<DType>>(std::nullopt, std::nullopt, DType::kBf16);

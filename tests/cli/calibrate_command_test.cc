@@ -166,13 +166,14 @@ TEST(CalibrateFitTest, FitsRatesAndCurvesToAMeasuredRun) {
     points.insert(p.bytes);
   }
   EXPECT_EQ(points, payloads);
-  // The traces name axis 'dp': a mesh without it is an error naming the axis.
+  // The traces name axis 'dp': a mesh without it (its DP axis named otherwise) is an error
+  // naming the axis.
   const auto bad = run_command(
       run_calibrate_command,
-      {"--mesh", "x=2", "--layers", "1", "--hidden", "8", "--ffn", "16", "--vocab", "16",
+      {"--mesh", "dp_shard=2", "--layers", "1", "--hidden", "8", "--ffn", "16", "--vocab", "16",
        "--seq-len", "4", "--fit", dir + "/run-0.json", "--base", "h100", "--out", out});
   EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.err.find("runs on mesh axis 'dp'; expected an axis of --mesh x=2"),
+  EXPECT_NE(bad.err.find("runs on mesh axis 'dp'; expected an axis of --mesh dp_shard=2"),
             std::string::npos)
       << bad.err;
   std::filesystem::remove_all(dir);

@@ -170,10 +170,15 @@ TEST(SimulateCommandTest, CompiledSelectiveOpKeepsNoUnreadOutputs) {
 
 TEST(SimulateCommandTest, BadInputsAreOneLineErrors) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--microbatches", "0"},    {"--model", "no-such-model"},
-      {"--mesh", "dp=0"},         {"--hardware", "no-such-gpu"},
-      {"--straggler", "rank=x"},  {"--recompute", "selective-layer:0"},
+      {"--microbatches", "0"},
+      {"--model", "no-such-model"},
+      {"--mesh", "dp=0"},
+      {"--hardware", "no-such-gpu"},
+      {"--straggler", "rank=x"},
+      {"--recompute", "selective-layer:0"},
       {"--recompute", "partial"},
+      {"--mesh", "pp=8,dp=8"},
+      {"--optimizer", "sgd_momentum"},
   };
   for (const auto& args : cases) {
     const auto r = run_command(run_simulate_command, args);

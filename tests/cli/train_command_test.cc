@@ -76,14 +76,29 @@ TEST(TrainCommandTest, CpuRunPrintsEveryStepAndPassesTheCheck) {
   EXPECT_NE(r.out.find("tokens/s (16 tokens per step)"), std::string::npos) << r.out;
 }
 
+// The small decoder under both full modes: full recomputes its layers (its embedding and head are
+// not blocks), full-all-units every unit; both train as the unsharded reference does.
+TEST(TrainCommandTest, SmallDecoderTrainsUnderBothFullModes) {
+  for (const char* mode : {"full", "full-all-units"}) {
+    const auto r =
+        run_command(run_train_command,
+                    {"--mesh", "dp=2", "--steps", "2", "--layers", "2", "--hidden", "8", "--ffn",
+                     "16", "--vocab", "16", "--seq-len", "4", "--recompute", mode, "--check"});
+    ASSERT_EQ(r.code, 0) << mode << ": " << r.err;
+    EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  }
+}
+
 // FSDP alone, and beside tensor parallelism (issue 19: dp=2 x tp=2 ranks as threads, a
 // vocabulary tp does not divide); the unsharded whole model is the reference.
 TEST(TrainCommandTest, LlamaModelTrainsAndPassesTheCheck) {
   for (const auto& [mesh, vocab, recompute] :
        {std::tuple<const char*, const char*, const char*>{"dp=2", "32", ""},
         {"dp=2", "32", "--recompute"},
+        {"dp=2", "32", "--recompute=full-all-units"},
         {"dp=2,tp=2", "31", ""},
-        {"dp=2,tp=2", "31", "--recompute"}}) {
+        {"dp=2,tp=2", "31", "--recompute"},
+        {"dp=2,tp=2", "31", "--recompute=full-all-units"}}) {
     std::vector<std::string> args = {
         "--model",    "llama-3-8b", "--layers", "2",  "--hidden",       "16",  "--heads",   "4",
         "--kv-heads", "2",          "--ffn",    "32", "--vocab",        vocab, "--seq-len", "8",
@@ -139,6 +154,10 @@ TEST(TrainCommandTest, SplitsItCannotTrainAreOneLine) {
            "checkpoints of a tensor- or expert-parallel run (mesh dp=2,tp=2) are not implemented");
   one_line({"--mesh", "dp=2,ep=2"},
            "decoder config: ep=2 needs a mixture-of-experts model (model_type mixtral)");
+  // An axis fsdpsim does not model is never taken for a data-parallel one.
+  one_line({"--mesh", "pp=2,dp=2"},
+           "--mesh: axis 'pp' is not modelled (pipeline parallelism); expected dp, dp_outer, "
+           "dp_inner, dp_shard, dp_replicate, edp, outer, inner, tp or ep");
   const std::vector<std::string> mixtral = {
       "--model", "mixtral-8x7b", "--layers", "1",       "--hidden", "16", "--heads",
       "4",       "--ffn",        "8",        "--vocab", "32"};
@@ -170,11 +189,12 @@ TEST(TrainCommandTest, ModelsItCannotTrainAreOneLine) {
   one_line({"--model", "llama-3-8b", "--kv-heads", "5"},
            "--kv-heads: expected a divisor of the number of heads 32, got 5");
   one_line({"--model", "lama-3-8b"}, "expected one of llama-3-8b");
-  // The CPU backend recomputes whole units only.
+  // The training backends recompute whole units only.
   for (const char* mode : {"selective-op", "selective-layer:2", "core-attention"}) {
     one_line({"--recompute", mode},
-             str_cat("train --recompute ", mode,
-                     ": the CPU backend recomputes whole units only; use --recompute full"));
+             str_cat("train --recompute is '", mode,
+                     "'; the training backends recompute whole units only: expected none, full "
+                     "or full-all-units"));
   }
   one_line({"--recompute", "sometimes"}, "--recompute is 'sometimes'; expected none, full,");
   // The whole 8B network would need ~180 GiB: refused before anything is allocated.

@@ -178,7 +178,7 @@ TEST(CheckpointTest, LlamaResumesBitIdenticalAndReshards) {
   to.shard_layout = ShardLayout::kUnpadded;
   to.microbatches = 2;
   to.grad_scale = 0.5;
-  to.recompute = true;
+  to.recompute = RecomputePolicy::full_all_units();
   expect_reshard(llama, to, fresh_dir("llama_to_dp2"));
 }
 
@@ -209,6 +209,36 @@ TEST(CheckpointTest, ReshardsAcrossStrategiesAndOptimizers) {
     to.tensor_atomic = p.to_atomic;
     expect_reshard(from, to, fresh_dir(p.name));
   }
+}
+
+// Manifests written before 2026-12-04 spell the optimizer "sgd_momentum"; the command line now
+// says sgd-momentum only (docs/cli.md), and such a checkpoint still resumes bit-identically.
+TEST(CheckpointTest, AManifestWithTheOldMomentumSpellingResumes) {
+  const std::string dir = fresh_dir("old_momentum_spelling");
+  TrainSpec spec = base_spec(10);
+  spec.optimizer = OptimizerKind::kSgdMomentum;
+  TrainSpec whole = spec;
+  const RankResult all = run(whole);
+  TrainSpec first = spec;
+  first.steps = 5;
+  first.checkpoint.save_dir = dir;
+  run(first);
+  const std::string manifest = dir + "/step-5/manifest.json";
+  std::string text = read_text(manifest);
+  const std::string now = "\"sgd-momentum\"";
+  const std::size_t at = text.find(now);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, now.size(), "\"sgd_momentum\"");
+  std::ofstream(manifest, std::ios::trunc) << text;
+  ASSERT_EQ(read_checkpoint_manifest(dir + "/step-5").value().optimizer.kind, "sgd-momentum");
+  TrainSpec second = spec;
+  second.checkpoint.resume_from = dir;
+  const RankResult b = run(second);
+  ASSERT_EQ(b.losses.size(), 5U);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(b.losses[i], all.losses[5 + i]) << "step " << 5 + i;
+  }
+  EXPECT_EQ(b.final_params, all.final_params);
 }
 
 // A saved checkpoint at step 3 of the tiny spec on dp=4 zero3, in `dir`.

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
@@ -62,7 +64,7 @@ TrainSpec spec_of(const Case& c) {
   spec.microbatches = c.microbatches;
   spec.grad_scale = c.grad_scale;
   spec.optimizer = c.optimizer;
-  spec.recompute = c.recompute;
+  spec.recompute = c.recompute ? RecomputePolicy::full_all_units() : RecomputePolicy{};
   PrefetchPolicy p = c.prefetch == 0 ? PrefetchPolicy::none()
                                      : PrefetchPolicy::next_units(c.prefetch).value();
   spec.schedule = SchedulePolicy::make(p, p, 0, c.unified_streams).value();
@@ -176,6 +178,57 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ExpertParallelEp4Zero3Momentum", "dp=1,ep=4", Strategy::kZero3, ShardLayout::kPadded,
              false, 1, 1, 2.0, OptimizerKind::kSgdMomentum, false, false, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+
+// --recompute full is the frameworks' full checkpointing (docs/models.md): the schedule
+// recomputes the transformer blocks and not the embedding or the head, the decoders drop the
+// intermediates of exactly those units, and training still matches the unsharded reference.
+// full-all-units recomputes every unit.
+TEST(ExecutorTest, RecomputeFullIsTheBlocksOnlyOnBothNetworks) {
+  for (const bool llama : {false, true}) {
+    SCOPED_TRACE(llama ? "llama" : "mlp");
+    for (const char* mode : {"full", "full-all-units"}) {
+      SCOPED_TRACE(mode);
+      TrainSpec spec = tiny_spec();
+      if (llama) {
+        spec.model = testing::tiny_train_llama(spec.model);
+      }
+      spec.recompute = RecomputePolicy::parse(mode).value();
+      const TrainSetup setup = prepare_training(spec).value();
+      std::set<std::string> recomputed;
+      for (const Op& op : setup.schedule.program_of_rank(0).ops) {
+        if (op.kind == OpKind::kRecompute) {
+          recomputed.insert(setup.model.units()[static_cast<std::size_t>(op.unit)].name());
+        }
+      }
+      std::set<std::string> expected;
+      for (const Unit& u : setup.model.units()) {
+        if (u.name().starts_with("layers.") || std::string_view(mode) == "full-all-units") {
+          expected.insert(u.name());
+        }
+      }
+      EXPECT_EQ(recomputed, expected);
+      // The decoder keeps a recomputed unit's input only and every other unit's intermediates.
+      auto decoder = backend::HostDecoder::make(spec.model, 1, 0, 1).value();
+      set_decoder_recompute(setup, *decoder);
+      decoder->begin_step(0);
+      const backend::ParamValues params = backend::initial_parameters(spec.model);
+      const std::int64_t tokens = spec.model.micro_batch_size * spec.model.seq_len;
+      std::int64_t kept = 0;
+      for (std::int32_t u = 0; u < setup.model.num_units(); ++u) {
+        const auto i = static_cast<std::size_t>(u);
+        decoder->forward(u, 0, backend::testing::const_ptrs(params[i]));
+        const Unit& unit = setup.model.units()[i];
+        const UnitActivations& a = unit.activations();
+        // The Llama embedding's token ids live all step outside activation_bytes (decoder.h).
+        if (!(llama && u == 0)) {
+          kept += tokens * (expected.count(unit.name()) != 0 ? a.recompute : a.stored);
+        }
+        EXPECT_EQ(decoder->activation_bytes(), kept) << "after the forward of " << unit.name();
+      }
+      expect_matches_reference(spec, cpu::train_in_process(spec));
+    }
+  }
+}
 
 // ZeRO-3 on both DP axes ([S, S] on dp_outer=2,dp_inner=2; no strategy names it, so the placements
 // are given): the gradients reduce in two reduce-scatters, inner axis first, the first in place in

@@ -69,7 +69,7 @@ TEST(MicrobatchTest, WrappingEveryModuleGivesBuildScheduleOfTheEquivalentConfig)
     FsdpOptions options;
     options.shard_layout = c.layout;
     options.grad_scale = c.grad_scale;
-    options.recompute = c.recompute ? RecomputePolicy::full() : RecomputePolicy{};
+    options.recompute = c.recompute ? RecomputePolicy::full_all_units() : RecomputePolicy{};
     options.optimizer = OptimizerPolicy::make(OptimizerKind::kSgdMomentum, DType::kFp32).value();
     options.mixed_precision =
         MixedPrecisionPolicy::make(DType::kFp32, DType::kFp32, std::nullopt).value();

@@ -34,8 +34,19 @@ TEST(OptimizerPolicyTest, ParseAndToString) {
   }
   EXPECT_EQ(parse_optimizer_kind("AdamW").value(), OptimizerKind::kAdam);
   EXPECT_EQ(parse_optimizer_kind("momentum").value(), OptimizerKind::kSgdMomentum);
+  EXPECT_EQ(to_string(OptimizerKind::kSgdMomentum), "sgd-momentum");
+  EXPECT_EQ(parse_optimizer_kind("sgd-momentum").value(), OptimizerKind::kSgdMomentum);
   EXPECT_EQ(parse_optimizer_kind("lion").error().message(),
-            "optimizer 'lion' is unknown; expected sgd, sgd_momentum or adam");
+            "optimizer 'lion' is unknown; expected sgd, sgd-momentum or adam");
+  // One spelling on the command line; the old one only where saved files are read.
+  EXPECT_EQ(parse_optimizer_kind("sgd_momentum").error().message(),
+            "optimizer 'sgd_momentum' is unknown; expected sgd, sgd-momentum or adam");
+  EXPECT_EQ(parse_saved_optimizer_kind("sgd_momentum").value(), OptimizerKind::kSgdMomentum);
+  for (const OptimizerKind k :
+       {OptimizerKind::kSgd, OptimizerKind::kSgdMomentum, OptimizerKind::kAdam}) {
+    EXPECT_EQ(parse_saved_optimizer_kind(to_string(k)).value(), k);
+  }
+  EXPECT_FALSE(parse_saved_optimizer_kind("lion").has_value());
   EXPECT_EQ(to_string(OptimizerPolicy()), "adam(state=fp32)");
 }
 

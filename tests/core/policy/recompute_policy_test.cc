@@ -9,8 +9,8 @@ namespace fsdp {
 namespace {
 
 TEST(RecomputePolicyTest, ParsesEveryModeAndPrintsWhatItParses) {
-  for (const char* text : {"none", "full", "selective-op", "selective-layer:1", "selective-layer:2",
-                           "selective-layer:17", "core-attention"}) {
+  for (const char* text : {"none", "full", "full-all-units", "selective-op", "selective-layer:1",
+                           "selective-layer:2", "selective-layer:17", "core-attention"}) {
     const auto policy = RecomputePolicy::parse(text);
     ASSERT_TRUE(policy.has_value()) << text << ": " << policy.error().message();
     EXPECT_EQ(to_string(*policy), text);
@@ -19,6 +19,11 @@ TEST(RecomputePolicyTest, ParsesEveryModeAndPrintsWhatItParses) {
   EXPECT_EQ(RecomputePolicy(), *RecomputePolicy::parse("none"));
   EXPECT_EQ(RecomputePolicy::full(), *RecomputePolicy::parse("full"));
   EXPECT_TRUE(RecomputePolicy::full().is_full());
+  EXPECT_EQ(RecomputePolicy::full_all_units(), *RecomputePolicy::parse("full-all-units"));
+  EXPECT_TRUE(RecomputePolicy::full_all_units().is_full_all_units());
+  EXPECT_FALSE(RecomputePolicy::full_all_units().is_full());
+  EXPECT_EQ(to_string(RecomputePolicy::full()), "full");
+  EXPECT_EQ(to_string(RecomputePolicy::full_all_units()), "full-all-units");
   EXPECT_TRUE(RecomputePolicy().is_none());
   const RecomputePolicy layer = RecomputePolicy::parse("selective-layer:3").value();
   EXPECT_EQ(layer.mode(), RecomputeMode::kSelectiveLayer);
@@ -29,13 +34,14 @@ TEST(RecomputePolicyTest, ParsesEveryModeAndPrintsWhatItParses) {
 }
 
 TEST(RecomputePolicyTest, BadTextIsOneLineNamingTheOptionAndTheChoices) {
-  for (const char* text :
-       {"", "x", "on", "Full", "selective", "selective-op:2", "core_attention"}) {
+  for (const char* text : {"", "x", "on", "Full", "selective", "selective-op:2", "core_attention",
+                           "full_all_units", "full-all"}) {
     const auto policy = RecomputePolicy::parse(text);
     ASSERT_FALSE(policy.has_value()) << text;
     EXPECT_EQ(policy.error().message(),
               std::string("--recompute is '") + text +
-                  "'; expected none, full, selective-op, selective-layer:K or core-attention");
+                  "'; expected none, full, full-all-units, selective-op, selective-layer:K or "
+                  "core-attention");
   }
   for (const char* text : {"selective-layer:", "selective-layer:0", "selective-layer:-1",
                            "selective-layer:2x", "selective-layer:99999999999999999999"}) {
@@ -47,6 +53,7 @@ TEST(RecomputePolicyTest, BadTextIsOneLineNamingTheOptionAndTheChoices) {
   EXPECT_EQ(RecomputePolicy::make(RecomputeMode::kSelectiveLayer, 0).error().message(),
             "--recompute selective-layer:K needs K >= 1, got 0");
   EXPECT_FALSE(RecomputePolicy::make(RecomputeMode::kFull, 2).has_value());
+  EXPECT_FALSE(RecomputePolicy::make(RecomputeMode::kFullAllUnits, 1).has_value());
 }
 
 Unit unit_with(UnitActivations activations) {
@@ -61,6 +68,7 @@ TEST(RecomputePolicyTest, CheckpointOfAUnitPerMode) {
   EXPECT_EQ(checkpoint_of(RecomputePolicy(), unit, 0), (UnitCheckpoint{.kept = 100}));
   const UnitCheckpoint full{.recomputed = true, .kept = 10, .transient = 90, .flops = {100, 3}};
   EXPECT_EQ(checkpoint_of(RecomputePolicy::full(), unit, 0), full);
+  EXPECT_EQ(checkpoint_of(RecomputePolicy::full_all_units(), unit, 0), full);
   EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("selective-op"), unit, 0),
             (UnitCheckpoint{.recomputed = true, .kept = 40, .transient = 50, .flops = {30, 0}}));
   EXPECT_EQ(checkpoint_of(*RecomputePolicy::parse("core-attention"), unit, 0),
@@ -129,8 +137,37 @@ TEST(RecomputePolicyTest, ANonBlockUnitIsNeverCheckpointedBySelectiveLayer) {
     EXPECT_FALSE(c.recomputed) << mode;
     EXPECT_EQ(c.kept, 100) << mode;
   }
-  // Full recomputation recomputes every unit, as it always did.
-  EXPECT_TRUE(checkpoint_of(RecomputePolicy::full(), head, -1).recomputed);
+  // full is the frameworks' full checkpointing: the blocks only; full-all-units recomputes the
+  // head too.
+  EXPECT_EQ(checkpoint_of(RecomputePolicy::full(), head, -1), (UnitCheckpoint{.kept = 100}));
+  EXPECT_EQ(checkpoint_of(RecomputePolicy::full_all_units(), head, -1),
+            (UnitCheckpoint{.recomputed = true, .kept = 10, .transient = 90, .flops = {100, 3}}));
+}
+
+// full has the figures of selective-layer:1 on every unit of a model with blocks and non-blocks.
+TEST(RecomputePolicyTest, FullIsSelectiveLayerOneAndFullAllUnitsRecomputesEveryUnit) {
+  const auto make = [](const char* name, bool block) {
+    return Unit::make(name, Unit::kNoParent, {}, UnitFlops{100, 3},
+                      {.stored = 100, .recompute = 10, .block = block})
+        .value();
+  };
+  const Model model = Model::make("m", {make("embedding", false), make("layers.0", true),
+                                        make("layers.1", true), make("head", false)})
+                          .value();
+  const std::vector<UnitCheckpoint> full = checkpoints_of(RecomputePolicy::full(), model, false);
+  EXPECT_EQ(full, checkpoints_of(*RecomputePolicy::parse("selective-layer:1"), model, false));
+  ASSERT_EQ(full.size(), 4u);
+  EXPECT_FALSE(full[0].recomputed);
+  EXPECT_TRUE(full[1].recomputed);
+  EXPECT_TRUE(full[2].recomputed);
+  EXPECT_FALSE(full[3].recomputed);
+  for (const UnitCheckpoint& c : checkpoints_of(RecomputePolicy::full_all_units(), model, false)) {
+    EXPECT_TRUE(c.recomputed);
+    EXPECT_EQ(c.kept, 10);
+  }
+  EXPECT_TRUE(RecomputePolicy::full().recomputes_whole_units());
+  EXPECT_TRUE(RecomputePolicy::full_all_units().recomputes_whole_units());
+  EXPECT_FALSE(RecomputePolicy::parse("selective-op")->recomputes_whole_units());
 }
 
 TEST(RecomputePolicyTest, NegativeFiguresAreRefusedByTheUnit) {

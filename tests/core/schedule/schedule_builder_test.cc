@@ -208,7 +208,7 @@ TEST(ScheduleBuilderTest, NoPrefetchGathersOnDemandOnly) {
 
 TEST(ScheduleBuilderTest, RecomputeRunsTheForwardAgainBeforeBackward) {
   FsdpOptions o;
-  o.recompute = RecomputePolicy::full();
+  o.recompute = RecomputePolicy::full_all_units();
   const Schedule s = build(three_group_model(), config_of(Strategy::kZero3, "dp=4", o));
   const Phase bwd = Phase::kBackward;
   EXPECT_EQ(render(s, s.programs()[0], &bwd),
@@ -295,12 +295,24 @@ TEST(ScheduleBuilderTest, EachCheckpointingModeKeepsRecomputesAndReMaterialisesI
     EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{64 * t}));
   }
   {
-    // Today's full recomputation: every unit, the embedding included.
-    const std::vector<UnitOps> u = run("full");
+    // Every unit, the embedding included.
+    const std::vector<UnitOps> u = run("full-all-units");
     EXPECT_EQ(u[0].recompute_flops, 0);
     EXPECT_EQ(u[1].activation_allocs, (std::vector<std::int64_t>{16 * t, 48 * t}));
     EXPECT_EQ(u[1].recompute_flops, fwd);
     EXPECT_EQ(u[1].recompute_mem_bytes, weights + 48 * t);
+  }
+  {
+    // The frameworks' full: the blocks as above, the embedding (not a block) keeps its stored
+    // bytes and is not recomputed.
+    const std::vector<UnitOps> u = run("full");
+    EXPECT_EQ(u[0].recompute_flops, -1);
+    EXPECT_EQ(u[0].activation_allocs, (std::vector<std::int64_t>{24 * t}));
+    for (std::size_t i : {1, 2}) {
+      EXPECT_EQ(u[i].activation_allocs, (std::vector<std::int64_t>{16 * t, 48 * t})) << i;
+      EXPECT_EQ(u[i].recompute_flops, fwd) << i;
+      EXPECT_EQ(u[i].recompute_mem_bytes, weights + 48 * t) << i;
+    }
   }
   {
     const std::vector<UnitOps> u = run("selective-op");
@@ -940,7 +952,7 @@ namespace {
 TEST(ScheduleBuilderTest, ComputeOpsCarryTheUnitsComputeDtype) {
   for (const DType compute : {DType::kFp32, DType::kBf16}) {
     FsdpOptions o;
-    o.recompute = RecomputePolicy::full();
+    o.recompute = RecomputePolicy::full_all_units();
     o.mixed_precision = MixedPrecisionPolicy::make(DType::kFp32, std::nullopt, compute).value();
     const Schedule s = build(testing::three_group_model(), testing::config_of(Strategy::kZero3, "dp=2", o));
     int seen = 0;
