@@ -243,7 +243,7 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
         note_peak(m, by_class, total, now_, program_.step_op[pos]);
         note_reserved(m, allocator.reserved_bytes(), program_.step_op[pos]);
         if (record_trace) {
-          stats_.memory_trace.push_back(MemorySample{cls, now_, total});
+          stats_.memory_trace.push_back(MemorySample{cls, now_, total, by_class});
         }
         break;
       }
@@ -263,7 +263,7 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
               OpRecord{cls, step.stream, program_.step_op[pos], now_, now_, delta});
         }
         if (record_trace) {
-          stats_.memory_trace.push_back(MemorySample{cls, now_, total});
+          stats_.memory_trace.push_back(MemorySample{cls, now_, total, by_class});
         }
         break;
       }
