@@ -2,9 +2,11 @@
 // Tests of the SVG writer, the memory plot and the Gantt chart: well-formed XML (checked by
 // tests/viz/xml_check.h), one rect per simulated op, one panel per rank class, deterministic
 // bytes.
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
@@ -46,6 +48,20 @@ cli::RunOptions small_run(std::string mesh, std::int64_t microbatches) {
   o.mesh = std::move(mesh);
   o.microbatches = microbatches;
   return o;
+}
+
+// The text of every `attribute="..."` in `svg` from `from` on, in order, up to `to`.
+std::vector<std::string> attribute_values(const std::string& svg, const std::string& attribute,
+                                          std::size_t from = 0,
+                                          std::size_t to = std::string::npos) {
+  std::vector<std::string> values;
+  const std::string key = " " + attribute + "=\"";
+  for (std::size_t at = svg.find(key, from); at < to && at != std::string::npos;
+       at = svg.find(key, at + 1)) {
+    const std::size_t begin = at + key.size();
+    values.push_back(svg.substr(begin, svg.find('"', begin) - begin));
+  }
+  return values;
 }
 
 TEST(SvgWriterTest, EscapesNumbersAndTicks) {
@@ -91,8 +107,8 @@ TEST(SvgGanttTest, OneRectPerSimulatedOpInLanesPerStream) {
   EXPECT_EQ(check_xml(svg), "");
   EXPECT_EQ(count_occurrences(svg, "class=\"op\""), s.result.trace.size());
   EXPECT_NE(svg.find("(rank 0) compute</text>"), std::string::npos);
-  EXPECT_NE(svg.find("(rank 0) all-gather</text>"), std::string::npos);
-  EXPECT_NE(svg.find("(rank 0) reduce-scatter</text>"), std::string::npos);
+  EXPECT_NE(svg.find("(rank 0) all-gather on dp</text>"), std::string::npos);
+  EXPECT_NE(svg.find("(rank 0) reduce-scatter on dp</text>"), std::string::npos);
   EXPECT_NE(svg.find("time (ms)"), std::string::npos);
   // Legend entries for the kinds that ran, coloured like the ops.
   EXPECT_NE(svg.find(std::string("fill=\"") + std::string(op_kind_color(OpKind::kForward))),
@@ -110,7 +126,7 @@ TEST(SvgGanttTest, UnifiedStreamsHaveNoReduceScatterLane) {
   const Simulated s = simulate_options(o);
   const std::string svg = render_gantt_svg(s.result, s.schedule);
   EXPECT_EQ(check_xml(svg), "");
-  EXPECT_EQ(svg.find("(rank 0) reduce-scatter</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("(rank 0) reduce-scatter"), std::string::npos);
   EXPECT_EQ(count_occurrences(svg, "class=\"op\""), s.result.trace.size());
 }
 
@@ -131,6 +147,112 @@ TEST(SvgGanttTest, ClassLimitDrawsTheFirstClassesOnly) {
   EXPECT_NE(svg.find("more rank classes not drawn"), std::string::npos);
   const std::string all = render_gantt_svg(s.result, s.schedule);
   EXPECT_EQ(count_occurrences(all, "class=\"op\""), s.result.trace.size());
+}
+
+// Lane labels name the mesh axes of their collectives, so a long axis name makes a long label:
+// the label column must hold the estimated width of every label (estimated_text_width, an upper
+// bound for the monospace font the labels are set in) between the image's left edge and the lanes.
+TEST(SvgGanttTest, LaneLabelsFitTheLabelColumnEvenWithLongAxisNames) {
+  const std::string outer = "replicas_across_the_whole_cluster_of_many_nodes";
+  const std::string inner = "data_parallel_shards_within_one_node_of_eight_gpus";
+  cli::RunOptions o = small_run(outer + "=2," + inner + "=2", 1);
+  o.strategy = "hsdp";
+  const Simulated s = simulate_options(o);
+  const std::string svg = render_gantt_svg(s.result, s.schedule);
+  EXPECT_EQ(check_xml(svg), "");
+  // The lanes' left edge: the first lane background rect of the "lanes" group.
+  const std::size_t lanes = svg.find("class=\"lanes\"");
+  ASSERT_NE(lanes, std::string::npos);
+  const double lanes_x = std::stod(attribute_values(svg, "x", lanes).front());
+  std::size_t labels = 0;
+  bool saw_both_axes = false;
+  double longest = 0;
+  for (std::size_t at = svg.find("class=\"lane-label\""); at != std::string::npos;
+       at = svg.find("class=\"lane-label\"", at + 1)) {
+    const std::size_t open = svg.rfind("<text", at);
+    const std::size_t close = svg.find("</text>", at);
+    const std::string element = svg.substr(open, close - open);
+    const std::string content = element.substr(element.find('>') + 1);
+    ASSERT_EQ(content.find('&'), std::string::npos) << "escaped text: widths would not match";
+    EXPECT_NE(element.find("font-family=\"" + std::string(kMonospaceFonts) + "\""),
+              std::string::npos);
+    EXPECT_NE(element.find("text-anchor=\"end\""), std::string::npos);
+    const double x_end = std::stod(attribute_values(svg, "x", open).front());
+    const double width = estimated_text_width(content, 10);
+    longest = std::max(longest, width);
+    EXPECT_GE(x_end - width, 0.0) << content;  // not clipped at the left edge
+    EXPECT_LE(x_end, lanes_x) << content;      // not over the lanes
+    saw_both_axes = saw_both_axes || (content.find(outer) != std::string::npos &&
+                                      content.find(inner) != std::string::npos);
+    ++labels;
+  }
+  EXPECT_EQ(labels, 3 * s.result.classes.size());  // compute, all-gather, reduce-scatter
+  // HSDP reduces over both axes: the longest label names both, and needs far more than the
+  // default 150 px column (as the old fixed column had it).
+  EXPECT_TRUE(saw_both_axes);
+  EXPECT_GT(longest, 150.0);
+  // The title (which names the mesh) fits too: the image widens past the requested width when
+  // the title or the label column needs it, and lanes keep a plot area right of the labels.
+  const std::size_t title = svg.find("font-size=\"14\"");
+  ASSERT_NE(title, std::string::npos);
+  const std::size_t title_open = svg.rfind("<text", title);
+  const double title_x = std::stod(attribute_values(svg, "x", title_open).front());
+  const std::string title_text = svg.substr(svg.find('>', title) + 1,
+                                            svg.find("</text>", title) - svg.find('>', title) - 1);
+  const double image_width = std::stod(attribute_values(svg, "width").front());
+  EXPECT_GE(image_width, 1200.0);
+  EXPECT_LE(title_x + estimated_text_width(title_text, 14), image_width) << title_text;
+  GanttOptions narrow;
+  narrow.width = 300;
+  const std::string grown = render_gantt_svg(s.result, s.schedule, narrow);
+  EXPECT_EQ(check_xml(grown), "");
+  EXPECT_GT(std::stod(attribute_values(grown, "width").front()), longest + 50);
+  EXPECT_EQ(count_occurrences(grown, "class=\"op\""), s.result.trace.size());
+  // A short mesh keeps the requested width.
+  const Simulated plain = simulate_options(small_run("dp=2", 1));
+  EXPECT_EQ(attribute_values(render_gantt_svg(plain.result, plain.schedule), "width").front(),
+            "1200");
+}
+
+TEST(SvgWriterTest, EstimatedTextWidthBoundsMonospaceAndWideCharacters) {
+  EXPECT_DOUBLE_EQ(estimated_text_width("", 10), 0.0);
+  // Monospace fonts advance 0.6 em per ASCII glyph; the estimate is above that.
+  EXPECT_GT(estimated_text_width("mmmmWWWW", 10), 8 * 0.6 * 10);
+  EXPECT_DOUBLE_EQ(estimated_text_width("abc", 10), 3 * estimated_text_width("a", 10));
+  // A multi-byte code point counts once, as a full em.
+  EXPECT_DOUBLE_EQ(estimated_text_width("\xe6\x95\xb0", 10), 10.0);
+  EXPECT_DOUBLE_EQ(estimated_text_width("a\xc3\xa9", 20), estimated_text_width("a", 20) + 20.0);
+}
+
+TEST(SvgWriterTest, LegendWrapsBeforeTheRightEdge) {
+  std::vector<LegendItem> items;
+  for (int i = 0; i < 6; ++i) {
+    items.push_back(
+        LegendItem{"#000000", "a label of some length " + std::to_string(i), false, ""});
+  }
+  EXPECT_EQ(legend_rows({}, 0, 100), 0);
+  EXPECT_EQ(legend_rows(items, 0, 100000), 1);
+  const std::int32_t rows = legend_rows(items, 10, 400);
+  EXPECT_GT(rows, 1);
+  EXPECT_LE(rows, 6);
+  SvgWriter w(400, 200);
+  w.legend(items, 10, 20, 400);
+  const std::string svg = w.finish();
+  EXPECT_EQ(check_xml(svg), "");
+  std::vector<double> baselines;
+  for (std::size_t at = svg.find("<text"); at != std::string::npos;
+       at = svg.find("<text", at + 1)) {
+    const std::size_t close = svg.find("</text>", at);
+    const std::string element = svg.substr(at, close - at);
+    const double x = std::stod(attribute_values(element, "x").front());
+    const std::string content = element.substr(element.find('>') + 1);
+    EXPECT_LE(x + estimated_text_width(content, 12), 400.0) << content;
+    baselines.push_back(std::stod(attribute_values(element, "y").front()));
+  }
+  ASSERT_EQ(baselines.size(), items.size());
+  std::sort(baselines.begin(), baselines.end());
+  baselines.erase(std::unique(baselines.begin(), baselines.end()), baselines.end());
+  EXPECT_EQ(static_cast<std::int32_t>(baselines.size()), rows);
 }
 
 TEST(SvgMemoryPlotTest, PanelPerClassWithEverySampleCapacityAndLegend) {
