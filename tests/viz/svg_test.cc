@@ -265,15 +265,77 @@ TEST(SvgMemoryPlotTest, PanelPerClassWithEverySampleCapacityAndLegend) {
   EXPECT_NE(svg.find("capacity 79.04 GiB"), std::string::npos);
   EXPECT_NE(svg.find("memory (GiB)"), std::string::npos);
   EXPECT_NE(svg.find("time (ms)"), std::string::npos);
-  EXPECT_NE(svg.find(">resident optimizer_state</text>"), std::string::npos) << svg.substr(0, 3000);
-  EXPECT_NE(svg.find(">transient</text>"), std::string::npos);
-  // The transient path: a move, two line commands per sample, two to close.
-  const std::size_t path = svg.find("class=\"transient\"");
-  ASSERT_NE(path, std::string::npos);
-  const std::size_t d = svg.find("d=\"", path);
-  const std::string commands = svg.substr(d, svg.find('"', d + 3) - d);
-  EXPECT_EQ(count_occurrences(commands, " L"), 2 * s.result.memory_trace.size() + 2);
+  EXPECT_NE(svg.find(">optimizer state</text>"), std::string::npos) << svg.substr(0, 3000);
+  EXPECT_NE(svg.find(">activations</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">device capacity</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">peak reserved</text>"), std::string::npos);
+  EXPECT_EQ(count_occurrences(svg, "class=\"reserved\""), s.result.classes.size());
+  EXPECT_EQ(svg.find("transient"), std::string::npos);
   EXPECT_EQ(render_memory_svg(s.result, s.schedule, s.hardware), svg);
+}
+
+// One filled area per buffer class that holds bytes in a panel's samples (or resident), in
+// BufferClass order, each coloured differently, its tooltip giving the class's most bytes (the
+// result's own high-water mark); classes that never hold bytes get no area.
+TEST(SvgMemoryPlotTest, StacksOneAreaPerBufferClassPresent) {
+  cli::RunOptions o = small_run("dp=2", 2);
+  const Simulated s = simulate_options(o);
+  ASSERT_FALSE(s.result.memory_trace.empty());
+  const std::string svg = render_memory_svg(s.result, s.schedule, s.hardware);
+  EXPECT_EQ(check_xml(svg), "");
+  std::vector<std::size_t> panels;
+  for (std::size_t at = svg.find("class=\"panel\""); at != std::string::npos;
+       at = svg.find("class=\"panel\"", at + 1)) {
+    panels.push_back(at);
+  }
+  ASSERT_EQ(panels.size(), s.result.classes.size());
+  for (std::size_t c = 0; c < panels.size(); ++c) {
+    const std::size_t end = c + 1 < panels.size() ? panels[c + 1] : std::string::npos;
+    std::vector<std::string> expected;
+    const sim::MemoryResult& m = s.result.classes[c].memory;
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      bool holds = m.resident_by_class[static_cast<std::size_t>(b)] > 0;
+      for (const sim::MemorySample& sample : s.result.memory_trace) {
+        holds = holds || (sample.cls == static_cast<std::int32_t>(c) &&
+                          sample.by_class[static_cast<std::size_t>(b)] > 0);
+      }
+      if (holds) {
+        expected.emplace_back(to_string(static_cast<BufferClass>(b)));
+        // The tooltip: "<label>: up to <high-water> GiB".
+        std::string label(to_string(static_cast<BufferClass>(b)));
+        std::replace(label.begin(), label.end(), '_', ' ');
+        const std::string tip =
+            label + ": up to " +
+            svg_number(static_cast<double>(m.high_water_by_class[static_cast<std::size_t>(b)]) /
+                       (1024.0 * 1024.0 * 1024.0)) +
+            " GiB";
+        const std::size_t found = svg.find("<title>" + tip, panels[c]);
+        EXPECT_TRUE(found < end) << "class " << c << ": no area titled " << tip;
+      }
+    }
+    // Gathered weights and activations come and go; weights and optimizer state stay.
+    EXPECT_GE(expected.size(), 4u);
+    EXPECT_EQ(count_occurrences(svg.substr(panels[c], end == std::string::npos ? std::string::npos
+                                                                               : end - panels[c]),
+                                "class=\"stack\""),
+              expected.size());
+    EXPECT_EQ(attribute_values(svg, "data-buffer-class", panels[c], end), expected);
+    // Every area its own colour: the fill follows data-buffer-class on each path.
+    std::vector<std::string> fills;
+    for (std::size_t at = svg.find("class=\"stack\"", panels[c]); at < end;
+         at = svg.find("class=\"stack\"", at + 1)) {
+      fills.push_back(attribute_values(svg, "fill", at).front());
+    }
+    std::sort(fills.begin(), fills.end());
+    EXPECT_EQ(std::unique(fills.begin(), fills.end()), fills.end());
+    EXPECT_EQ(fills.size(), expected.size());
+  }
+  // A legend entry per class drawn anywhere.
+  for (const std::string& name : attribute_values(svg, "data-buffer-class")) {
+    std::string label = name;
+    std::replace(label.begin(), label.end(), '_', ' ');
+    EXPECT_EQ(count_occurrences(svg, ">" + label + "</text>"), 1u) << label;
+  }
 }
 
 TEST(SvgMemoryPlotTest, WithoutSamplesAndWithAClassLimit) {
@@ -281,7 +343,15 @@ TEST(SvgMemoryPlotTest, WithoutSamplesAndWithAClassLimit) {
   const std::string svg = render_memory_svg(plain.result, plain.schedule, plain.hardware);
   EXPECT_EQ(check_xml(svg), "");
   EXPECT_NE(svg.find("no memory samples"), std::string::npos);
-  EXPECT_EQ(svg.find("class=\"transient\""), std::string::npos);
+  // Without samples only the resident classes are drawn, as flat bands.
+  std::size_t resident_classes = 0;
+  for (std::int64_t bytes : plain.result.classes[0].memory.resident_by_class) {
+    resident_classes += bytes > 0 ? 1 : 0;
+  }
+  ASSERT_EQ(plain.result.classes.size(), 1u);
+  EXPECT_GE(resident_classes, 2u);
+  EXPECT_EQ(count_occurrences(svg, "class=\"stack\""), resident_classes);
+  EXPECT_EQ(svg.find(">activations</text>"), std::string::npos);
 
   cli::RunOptions o = small_run("dp=3", 1);
   o.shard_layout = "unpadded";
