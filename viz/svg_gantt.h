@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // render_gantt_svg: an SVG Gantt chart of one simulated optimizer step: one lane per stream
-// (compute, all-gather, reduce-scatter) of each rank class, one rectangle (class="op", with a
-// tooltip) per op that took simulated time, coloured by op kind, over a time axis in
-// milliseconds. The same input gives the same bytes.
+// (compute, all-gather, reduce-scatter) of each rank class, labelled with the mesh axes its
+// collectives ran on, one rectangle (class="op", with a tooltip) per op that took simulated time,
+// coloured by op kind, over a time axis in milliseconds. The label column widens (and the image
+// with it, past GanttOptions::width if need be) to fit the longest label. The same input gives
+// the same bytes.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,7 @@
 namespace fsdp::viz {
 
 struct GanttOptions {
-  double width = 1200;             // pixels
+  double width = 1200;             // pixels (at least; more when labels are long)
   double lane_height = 18;         // pixels per stream lane
   std::int32_t max_classes = 8;    // classes drawn (the first ones); the rest are counted
 };

@@ -68,6 +68,58 @@ std::size_t classes_to_draw(std::size_t num_classes, std::int32_t max_classes) {
   return std::min(num_classes, static_cast<std::size_t>(std::max(max_classes, 1)));
 }
 
+double estimated_text_width(std::string_view text, double font_size) {
+  double em = 0;
+  for (char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x80) {
+      em += 0.62;
+    } else if ((u & 0xC0) != 0x80) {  // the first byte of a multi-byte code point
+      em += 1.0;
+    }
+  }
+  return em * font_size;
+}
+
+namespace {
+
+constexpr double kLegendFontSize = 12;  // the document's default
+
+// Swatch, gap, label, space before the next entry.
+double legend_item_width(const LegendItem& item) {
+  return 18 + estimated_text_width(item.label, kLegendFontSize) + 8;
+}
+
+struct LegendSlot {
+  double x = 0;
+  std::int32_t row = 0;  // from 0
+};
+
+std::vector<LegendSlot> legend_layout(const std::vector<LegendItem>& items, double x,
+                                      double right) {
+  std::vector<LegendSlot> slots;
+  slots.reserve(items.size());
+  double at = x;
+  std::int32_t row = 0;
+  for (const LegendItem& item : items) {
+    const double w = legend_item_width(item);
+    if (!slots.empty() && at + w > right) {
+      ++row;
+      at = x;
+    }
+    slots.push_back(LegendSlot{at, row});
+    at += w;
+  }
+  return slots;
+}
+
+}  // namespace
+
+std::int32_t legend_rows(const std::vector<LegendItem>& items, double x, double right) {
+  const std::vector<LegendSlot> slots = legend_layout(items, x, right);
+  return slots.empty() ? 0 : slots.back().row + 1;
+}
+
 SvgWriter::SvgWriter(double width, double height) {
   out_ = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + svg_number(width, 0) +
@@ -209,6 +261,25 @@ void SvgWriter::y_axis(double x0, double y0, double length, double max_value, do
                              svg_number(y0 - length / 2) + ")";
   text(x0 - 38, y0 - length / 2, title, "middle", {{"transform", rotate}, {"font-size", "12"}});
   end_group();
+}
+
+void SvgWriter::legend(const std::vector<LegendItem>& items, double x, double y, double right) {
+  const std::vector<LegendSlot> slots = legend_layout(items, x, right);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const LegendItem& item = items[i];
+    const double at = slots[i].x;
+    const double base = y + slots[i].row * kLegendRowHeight;
+    if (item.as_line) {
+      SvgAttributes a = {{"class", "legend"}, {"stroke-width", "2"}};
+      if (!item.dash.empty()) {
+        a.emplace_back("stroke-dasharray", item.dash);
+      }
+      line(at, base - 4, at + 14, base - 4, item.color, a);
+    } else {
+      rect(at, base - 10, 14, 10, item.color, {{"class", "legend"}});
+    }
+    text(at + 18, base, item.label);
+  }
 }
 
 void SvgWriter::undrawn_classes_note(double x, double y, std::size_t drawn, std::size_t total) {

@@ -30,7 +30,33 @@ std::vector<double> nice_ticks(double max_value, int max_ticks = 6);
 // when there are any; a limit below 1 counts as 1).
 std::size_t classes_to_draw(std::size_t num_classes, std::int32_t max_classes);
 
+// The font family of text whose width must be bounded (lane labels): monospace fonts advance
+// every ASCII glyph by the same width, about 0.6 em (DejaVu Sans Mono, Liberation Mono, Courier
+// New, Menlo), so a character count bounds the drawn width.
+inline constexpr std::string_view kMonospaceFonts =
+    "DejaVu Sans Mono, Liberation Mono, Menlo, Consolas, Courier New, monospace";
+
+// An upper bound on the width in pixels of `text` drawn at `font_size` in kMonospaceFonts:
+// 0.62 em per ASCII character (the fonts' 0.6 em plus a margin) and 1 em per other code point
+// (a glyph from a fallback font may be full-width). Also a generous estimate for the default
+// sans-serif font, whose lowercase letters are narrower (0.5 em on average).
+double estimated_text_width(std::string_view text, double font_size);
+
 using SvgAttributes = std::vector<std::pair<std::string, std::string>>;
+
+// One legend entry: a filled swatch, or a line swatch (as_line, dashed when `dash` is set).
+struct LegendItem {
+  std::string color;
+  std::string label;
+  bool as_line = false;
+  std::string dash;
+};
+
+// Legend entries run left to right from x and wrap to a new row (kLegendRowHeight lower) before
+// an entry would pass `right`; an entry wider than the row gets a row of its own. How many rows
+// `items` take (0 for none).
+inline constexpr double kLegendRowHeight = 16;
+std::int32_t legend_rows(const std::vector<LegendItem>& items, double x, double right);
 
 class SvgWriter {
  public:
@@ -61,6 +87,9 @@ class SvgWriter {
               std::string_view title);
   void y_axis(double x0, double y0, double length, double max_value, double grid_width,
               std::string_view title);
+
+  // The legend laid out as legend_rows() says, its first row's text baseline at y (12 px text).
+  void legend(const std::vector<LegendItem>& items, double x, double y, double right);
 
   // "K more rank classes not drawn (of N)" at (x, y) when drawn < total; nothing otherwise.
   void undrawn_classes_note(double x, double y, std::size_t drawn, std::size_t total);

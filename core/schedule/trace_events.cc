@@ -60,6 +60,23 @@ void append_trace_memory(json& events, std::int64_t pid, double time_us, std::in
                     {"args", {{"GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
 }
 
+void append_trace_memory_by_class(json& events, std::int64_t pid, double time_us,
+                                  const std::array<std::int64_t, kNumBufferClasses>& by_class,
+                                  std::uint32_t series) {
+  json args = json::object();
+  for (int b = 0; b < kNumBufferClasses; ++b) {
+    if ((series >> b) & 1u) {
+      args[std::string(to_string(static_cast<BufferClass>(b)))] =
+          static_cast<double>(by_class[static_cast<std::size_t>(b)]) / (1024.0 * 1024.0 * 1024.0);
+    }
+  }
+  events.push_back({{"ph", "C"},
+                    {"name", "memory by class"},
+                    {"pid", pid},
+                    {"ts", time_us},
+                    {"args", std::move(args)}});
+}
+
 json trace_document(json events) {
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }

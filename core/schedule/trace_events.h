@@ -5,12 +5,14 @@
 // can line them up. Times are microseconds.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "core/schedule/op.h"
 #include "core/schedule/schedule.h"
 
 namespace fsdp {
@@ -31,6 +33,15 @@ void append_trace_op(nlohmann::json& events, const Schedule& schedule, const Ran
 // A "memory" counter sample (GiB) of process `pid`.
 void append_trace_memory(nlohmann::json& events, std::int64_t pid, double time_us,
                          std::int64_t bytes);
+
+// A "memory by class" counter sample (GiB) of process `pid`: one series per buffer class whose
+// bit (1 << BufferClass) is set in `series`, named as to_string(BufferClass) names it, so that
+// Perfetto stacks the classes. Pass the same `series` for every sample of a process (a track's
+// series should not come and go); the series sum to the "memory" counter's total when `series`
+// holds every class with bytes.
+void append_trace_memory_by_class(nlohmann::json& events, std::int64_t pid, double time_us,
+                                  const std::array<std::int64_t, kNumBufferClasses>& by_class,
+                                  std::uint32_t series);
 
 // The document: {"traceEvents": events, "displayTimeUnit": "ms"}.
 nlohmann::json trace_document(nlohmann::json events);

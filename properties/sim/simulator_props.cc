@@ -84,6 +84,13 @@ RC_GTEST_PROP(SimulatorProps, MemoryIsNeverNegativeAndReturnsToRest, ()) {
   RC_ASSERT(r.has_value());
   for (const sim::MemorySample& m : r->memory_trace) {
     RC_ASSERT(m.bytes >= 0);
+    // The split by buffer class sums to the total, none below zero.
+    std::int64_t sum = 0;
+    for (const std::int64_t bytes : m.by_class) {
+      RC_ASSERT(bytes >= 0);
+      sum += bytes;
+    }
+    RC_ASSERT(sum == m.bytes);
   }
   for (const sim::ClassResult& cr : r->classes) {
     RC_ASSERT(cr.memory.end_bytes == cr.memory.resident_bytes);

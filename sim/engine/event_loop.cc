@@ -39,6 +39,14 @@ SimDuration scaled(SimDuration d, double factor) {
   return SimDuration::ps(static_cast<std::int64_t>(std::ceil(static_cast<double>(d.ps()) * factor)));
 }
 
+// A traced run's memory sample. Out of line and cold: the untraced loop keeps only the test of
+// record_trace, not the copy of the per-class bytes (docs/design/simulator.md, "Results").
+[[gnu::noinline, gnu::cold]] void push_memory_sample(std::vector<MemorySample>& trace,
+                                                     std::int32_t cls, SimTime now,
+                                                     std::int64_t total, const ClassBytes& by_class) {
+  trace.push_back(MemorySample{cls, now, total, by_class});
+}
+
 class Simulator {
  public:
   Simulator(const Schedule& schedule, const SimOptions& options, const SimClasses& classes,
@@ -243,7 +251,7 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
         note_peak(m, by_class, total, now_, program_.step_op[pos]);
         note_reserved(m, allocator.reserved_bytes(), program_.step_op[pos]);
         if (record_trace) {
-          stats_.memory_trace.push_back(MemorySample{cls, now_, total});
+          push_memory_sample(stats_.memory_trace, cls, now_, total, by_class);
         }
         break;
       }
@@ -263,7 +271,7 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
               OpRecord{cls, step.stream, program_.step_op[pos], now_, now_, delta});
         }
         if (record_trace) {
-          stats_.memory_trace.push_back(MemorySample{cls, now_, total});
+          push_memory_sample(stats_.memory_trace, cls, now_, total, by_class);
         }
         break;
       }

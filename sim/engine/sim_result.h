@@ -90,10 +90,13 @@ struct TraceRecord {
   friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
 };
 
+// The live bytes of class `cls` after an alloc or free at `t` (SimOptions::record_trace only),
+// also split by buffer class: by_class sums to bytes.
 struct MemorySample {
   std::int32_t cls = 0;
   SimTime t;
   std::int64_t bytes = 0;  // resident + transient after the op at t
+  std::array<std::int64_t, kNumBufferClasses> by_class{};  // indexed by BufferClass
   friend bool operator==(const MemorySample&, const MemorySample&) = default;
 };
 
@@ -126,7 +129,7 @@ struct SimResult {
   bool fits = true;
   std::int64_t events = 0;           // events processed
   std::vector<TraceRecord> trace;    // when SimOptions::record_trace
-  std::vector<MemorySample> memory_trace;
+  std::vector<MemorySample> memory_trace;  // when SimOptions::record_trace
   std::vector<OpRecord> op_log;      // when SimOptions::record_ops, in execution order
   friend bool operator==(const SimResult&, const SimResult&) = default;
 };

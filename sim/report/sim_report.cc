@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -242,8 +243,27 @@ nlohmann::json chrome_trace(const SimResult& result, const Schedule& schedule) {
     append_trace_op(events, schedule, schedule.programs()[program], r.op, r.cls, r.stream,
                     r.start.us(), (r.end - r.start).us());
   }
+  // Each class's counter track gets one series per buffer class it ever holds (resident ones
+  // included), the same series in every sample.
+  std::vector<std::uint32_t> series(result.classes.size(), 0);
+  for (std::size_t c = 0; c < result.classes.size(); ++c) {
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      if (result.classes[c].memory.resident_by_class[static_cast<std::size_t>(b)] > 0) {
+        series[c] |= 1u << b;
+      }
+    }
+  }
+  for (const MemorySample& m : result.memory_trace) {
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      if (m.by_class[static_cast<std::size_t>(b)] > 0) {
+        series[static_cast<std::size_t>(m.cls)] |= 1u << b;
+      }
+    }
+  }
   for (const MemorySample& m : result.memory_trace) {
     append_trace_memory(events, m.cls, m.t.us(), m.bytes);
+    append_trace_memory_by_class(events, m.cls, m.t.us(), m.by_class,
+                                 series[static_cast<std::size_t>(m.cls)]);
   }
   return trace_document(std::move(events));
 }

@@ -2,7 +2,8 @@
 // Renders a SimResult: a text summary any engineer can read (step time, compute, exposed
 // communication per stream and axis, overlap, bus bandwidth, peak memory with composition, fit),
 // the same as JSON, and a Chrome trace (chrome://tracing, Perfetto): one process per rank class,
-// one thread per stream, and a memory counter track.
+// one thread per stream, a memory counter track (the total) and a memory-by-class counter track
+// (one series per buffer class, stacked).
 #pragma once
 
 #include <string>

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -128,6 +130,62 @@ TEST(SimulatorTest, MemoryFollowsAllocAndFreeAndReturnsToRest) {
     EXPECT_GE(sample.bytes, m.resident_bytes);
   }
   EXPECT_EQ(r.memory_trace.back().bytes, 4000);
+  // Each sample splits its bytes by buffer class: the first (buffer 0's alloc) holds the
+  // resident weights and the 1000 gathered bytes; the last holds the resident weights only.
+  const auto cls_bytes = [](const MemorySample& sample, BufferClass b) {
+    return sample.by_class[static_cast<std::size_t>(b)];
+  };
+  EXPECT_EQ(cls_bytes(r.memory_trace.front(), BufferClass::kShardedWeights), 4000);
+  EXPECT_EQ(cls_bytes(r.memory_trace.front(), BufferClass::kUnshardedWeights), 1000);
+  EXPECT_EQ(cls_bytes(r.memory_trace.front(), BufferClass::kActivations), 0);
+  EXPECT_EQ(cls_bytes(r.memory_trace[1], BufferClass::kActivations), 500);
+  EXPECT_EQ(cls_bytes(r.memory_trace.back(), BufferClass::kShardedWeights), 4000);
+  EXPECT_EQ(cls_bytes(r.memory_trace.back(), BufferClass::kActivations), 0);
+}
+
+// The per-class split of every sample of a real FSDP step (gathered weights, activations, grads)
+// sums to its total, never goes negative, and agrees with the result's own per-class figures: each
+// class's most over the samples is its high-water mark, and the first sample at the peak has the
+// peak's composition.
+TEST(SimulatorTest, MemorySamplesByBufferClassSumToTheTotal) {
+  FsdpOptions fo;
+  fo.num_microbatches = 2;
+  const Schedule s = testing::build(testing::layered_model(4, 512, 256), "dp=2", fo);
+  SimOptions o;
+  o.record_trace = true;
+  const SimResult r = simulate(s, round_hardware(), o).value();
+  ASSERT_FALSE(r.memory_trace.empty());
+  std::vector<std::array<std::int64_t, kNumBufferClasses>> most(r.classes.size());
+  for (std::size_t c = 0; c < r.classes.size(); ++c) {
+    most[c] = r.classes[c].memory.resident_by_class;
+  }
+  std::vector<bool> peak_seen(r.classes.size(), false);
+  std::int32_t classes_seen = 0;
+  for (const MemorySample& sample : r.memory_trace) {
+    std::int64_t sum = 0;
+    std::int32_t nonzero = 0;
+    for (std::size_t b = 0; b < kNumBufferClasses; ++b) {
+      EXPECT_GE(sample.by_class[b], 0);
+      sum += sample.by_class[b];
+      nonzero += sample.by_class[b] > 0 ? 1 : 0;
+      auto& m = most[static_cast<std::size_t>(sample.cls)][b];
+      m = std::max(m, sample.by_class[b]);
+    }
+    EXPECT_EQ(sum, sample.bytes) << "class " << sample.cls << " at " << sample.t.ps() << " ps";
+    classes_seen = std::max(classes_seen, nonzero);
+    const MemoryResult& mr = r.classes[static_cast<std::size_t>(sample.cls)].memory;
+    if (!peak_seen[static_cast<std::size_t>(sample.cls)] && sample.bytes == mr.peak_bytes) {
+      peak_seen[static_cast<std::size_t>(sample.cls)] = true;
+      EXPECT_EQ(sample.t, mr.peak_time);
+      EXPECT_EQ(sample.by_class, mr.peak_by_class);
+    }
+  }
+  // Not a one-class trace: weights, gathered weights, activations and grads live at once.
+  EXPECT_GE(classes_seen, 4);
+  for (std::size_t c = 0; c < r.classes.size(); ++c) {
+    EXPECT_TRUE(peak_seen[c]) << "class " << c;
+    EXPECT_EQ(most[c], r.classes[c].memory.high_water_by_class) << "class " << c;
+  }
 }
 
 TEST(SimulatorTest, ReportsTheFirstOpThatOverflowsMemory) {

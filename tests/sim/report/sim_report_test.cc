@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -48,6 +49,56 @@ TEST(SimReportTest, StragglersAndReservedMemoryAppearInEveryRendering) {
     }
   }
   EXPECT_EQ(pids.size(), r.classes.size());
+}
+
+// The trace's "memory by class" counter: one event beside each "memory" (total) event, with the
+// same series (named after the buffer classes) in every event of a process, summing to the total;
+// the classes a process holds appear, and none it never holds.
+TEST(SimReportTest, TraceMemoryByClassSeriesSumToTheTotal) {
+  FsdpOptions fo;
+  fo.num_microbatches = 2;
+  const Schedule s = build(layered_model(3, 512, 256), "dp=2", fo);
+  SimOptions o;
+  o.record_trace = true;
+  const SimResult r = simulate(s, round_hardware(), o).value();
+  const auto trace = chrome_trace(r, s);
+  std::vector<const nlohmann::json*> totals;
+  std::vector<const nlohmann::json*> by_class;
+  for (const auto& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "C" && ev["name"] == "memory") {
+      totals.push_back(&ev);
+    } else if (ev["ph"] == "C" && ev["name"] == "memory by class") {
+      by_class.push_back(&ev);
+    }
+  }
+  ASSERT_EQ(totals.size(), r.memory_trace.size());
+  ASSERT_EQ(by_class.size(), totals.size());
+  std::map<int, std::set<std::string>> series_of;
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    const auto& total = *totals[i];
+    const auto& split = *by_class[i];
+    EXPECT_EQ(split["pid"], total["pid"]);
+    EXPECT_EQ(split["ts"], total["ts"]);
+    double sum = 0;
+    std::set<std::string> names;
+    for (const auto& [name, gib] : split["args"].items()) {
+      sum += gib.get<double>();
+      names.insert(name);
+    }
+    EXPECT_NEAR(sum, total["args"]["GiB"].get<double>(), 1e-9) << "event " << i;
+    const auto [it, first] = series_of.emplace(split["pid"].get<int>(), names);
+    EXPECT_EQ(it->second, names) << "series change within process " << split["pid"];
+  }
+  ASSERT_EQ(series_of.size(), r.classes.size());
+  for (const auto& [pid, names] : series_of) {
+    const MemoryResult& m = r.classes[static_cast<std::size_t>(pid)].memory;
+    for (int b = 0; b < kNumBufferClasses; ++b) {
+      const std::string name(to_string(static_cast<BufferClass>(b)));
+      EXPECT_EQ(names.count(name) == 1, m.high_water_by_class[static_cast<std::size_t>(b)] > 0)
+          << name;
+    }
+    EXPECT_TRUE(names.count("activations") == 1 && names.count("unsharded_weights") == 1);
+  }
 }
 
 TEST(SimReportTest, NoStragglerLineWithoutStragglers) {
