@@ -399,6 +399,16 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                       "training.data_parallel_shard_degree"},
                      -1, "a positive integer or -1"));
   c.dp_shard = shard.value_or(-1);
+  {
+    std::string field = "parallelism.data_parallel_shard_degree";
+    std::int64_t line = r.line_of(field);
+    if (line == 0 && r.line_of("training.data_parallel_shard_degree") > 0) {
+      field = "training.data_parallel_shard_degree";
+      line = r.line_of(field);
+    }
+    c.dp_shard_at = line > 0 ? str_cat(path, ":", line, ": ", field)
+                             : str_cat(path, ": ", field, " (torchtitan's default)");
+  }
   if (c.dp_shard == 0) {
     return config_error(path, r.line_of("parallelism.data_parallel_shard_degree"),
                         "parallelism.data_parallel_shard_degree",
@@ -499,8 +509,8 @@ Status layer_run_options(const RunOptionsPatch& profile, const TorchtitanConfig*
   }
   if (!config->options.mesh && !was_given("mesh")) {
     return Error(ErrorCode::kInvalidArgument,
-                 str_cat(config->path,
-                         ": parallelism.data_parallel_shard_degree is -1 (the GPUs left over), so "
+                 str_cat(config->dp_shard_at,
+                         " is -1 (the GPUs left over), so "
                          "the file does not give the job size; give --mesh, e.g. dp=64",
                          config->tp > 1 ? str_cat(",tp=", config->tp) : std::string()));
   }

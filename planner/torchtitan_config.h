@@ -33,6 +33,7 @@ struct TorchtitanConfig {
   // does not give the job size and options.mesh is unset.
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = -1;
+  std::string dp_shard_at;  // "FILE:LINE: parallelism.data_parallel_shard_degree" (or FILE: ...)
   std::int64_t tp = 1;
   std::int64_t ep = 1;
   std::int64_t local_batch_size = 8;

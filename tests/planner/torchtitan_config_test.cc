@@ -287,7 +287,9 @@ TEST(TorchtitanConfigTest, JobSizeLeftToTheGpusNeedsAMesh) {
   auto refused = layer_run_options({}, &*c, {}, &options);
   ASSERT_FALSE(refused.has_value());
   EXPECT_TRUE(one_line(refused.error().message()));
-  EXPECT_NE(refused.error().message().find("data_parallel_shard_degree is -1"), std::string::npos);
+  EXPECT_NE(refused.error().message().find("llama3_70b.toml:41: parallelism.data_parallel_shard_degree is -1"),
+            std::string::npos)
+      << refused.error().message();
   EXPECT_NE(refused.error().message().find("give --mesh, e.g. dp=64,tp=8"), std::string::npos)
       << refused.error().message();
 }
