@@ -426,6 +426,12 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                         str_cat(c.ep, " does not divide data_parallel_shard_degree ", c.dp_shard,
                                 " (torchtitan borrows the expert-parallel ranks from it)"));
   }
+  if (c.ep > 1 && c.dp_replicate > 1) {
+    return config_error(path, r.line_of("parallelism.expert_parallel_degree"),
+                        "parallelism.expert_parallel_degree",
+                        str_cat(c.ep, " with data_parallel_replicate_degree ", c.dp_replicate,
+                                " is not modelled; expected 1 for one of them"));
+  }
   // FSDP over the shard degree; HSDP with a replicate degree; DDP (noshard) with only that.
   o.strategy = c.dp_replicate > 1 ? (c.dp_shard == 1 ? "noshard" : "hsdp") : "zero3";
   from("strategy", "parallelism.data_parallel_replicate_degree");

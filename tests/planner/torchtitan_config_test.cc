@@ -160,6 +160,26 @@ fsdp_reshard_after_forward = "never"
             std::vector<std::string>{"parallelism.enable_async_tensor_parallel"});
 }
 
+TEST(TorchtitanConfigTest, ExpertParallelBorrowsFromTheShardDegree) {
+  auto c = parse_torchtitan_config(
+      "[parallelism]\ndata_parallel_shard_degree = 64\nexpert_parallel_degree = 8\n", "moe.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message();
+  EXPECT_EQ(c->options.mesh, "dp=8,ep=8");
+  EXPECT_EQ(config_gpus(*c), 64);
+  auto uneven = parse_torchtitan_config(
+      "[parallelism]\ndata_parallel_shard_degree = 12\nexpert_parallel_degree = 8\n", "moe.toml");
+  ASSERT_FALSE(uneven.has_value());
+  EXPECT_NE(uneven.error().message().find("moe.toml:3: parallelism.expert_parallel_degree: 8 does "
+                                          "not divide data_parallel_shard_degree 12"),
+            std::string::npos)
+      << uneven.error().message();
+  auto hybrid = parse_torchtitan_config(
+      "[parallelism]\ndata_parallel_replicate_degree = 2\nexpert_parallel_degree = 8\n",
+      "moe.toml");
+  ASSERT_FALSE(hybrid.has_value());
+  EXPECT_TRUE(one_line(hybrid.error().message()));
+}
+
 TEST(TorchtitanConfigTest, OlderReleasesFieldNames) {
   // Before 2025: degrees, batch_size and compile under [training], pp/cp and async TP under
   // [experimental], float8 switched on by float8.enable_float8_linear.
