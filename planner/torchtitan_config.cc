@@ -238,9 +238,6 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   c.path = path;
   FieldReader r(root, path);
   RunOptionsPatch& o = c.options;
-  auto from = [&](std::string_view option, std::string_view field) {
-    c.option_fields.emplace_back(std::string(option), std::string(field));
-  };
   // torchtitan runs FSDP2 (fully_shard) for its data-parallel sharding.
   o.framework = "fsdp2";
 
@@ -252,11 +249,10 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   const std::string model_flavor = flavor.value_or("debugmodel");
   if (auto preset = preset_of(model_name, model_flavor)) {
     o.model = *preset;
-    from("model", "model.name");
-    from("model", "model.flavor");
   } else {
-    c.model_error = str_cat(path, ":", r.line_of("model.flavor"), ": model.name '", model_name,
-                            "' with model.flavor '", model_flavor,
+    const std::int64_t line = std::max(r.line_of("model.flavor"), r.line_of("model.name"));
+    c.model_error = str_cat(line > 0 ? str_cat(path, ":", line) : path, ": model.name '",
+                            model_name, "' with model.flavor '", model_flavor,
                             "' has no fsdpsim preset (llama3 8B, 70B and 405B do); give --model");
   }
 
@@ -276,12 +272,10 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   FSDP_TRY(auto float8_linear, r.boolean({"float8.enable_float8_linear"}));
   fp8 = fp8 || float8_linear.value_or(false);
   o.compute_dtype = fp8 ? "fp8" : "bf16";
-  from("compute-dtype", "model.converters");
   FSDP_TRY(auto fp8_gather, r.boolean({"quantize.linear.float8.enable_fsdp_float8_all_gather",
                                        "float8.enable_fsdp_float8_all_gather"}));
   // torchtitan applies the float8 all-gather only to the linears the converter swapped.
   o.fp8_all_gather = fp8 && fp8_gather.value_or(false);
-  from("fp8-all-gather", "quantize.linear.float8.enable_fsdp_float8_all_gather");
 
   // The optimizer: torchtitan builds Adam or AdamW (fsdpsim's adam: the same memory and kernels).
   FSDP_TRY(auto optimizer, r.text({"optimizer.name"}, "a string", &found));
@@ -290,17 +284,14 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                         str_cat("expected 'AdamW' or 'Adam', got '", *optimizer, "'"));
   }
   o.optimizer = "adam";
-  from("optimizer", "optimizer.name");
 
   // Batch and sequence (older releases: training.batch_size).
   FSDP_TRY(auto seq_len, r.integer({"training.seq_len"}, 1, "a positive integer"));
   o.seq_len = seq_len.value_or(2048);
-  from("seq-len", "training.seq_len");
   FSDP_TRY(auto local, r.integer({"training.local_batch_size", "training.batch_size"}, 1,
                                  "a positive integer"));
   c.local_batch_size = local.value_or(8);
   o.micro_batch_size = c.local_batch_size;
-  from("micro-batch-size", "training.local_batch_size");
   FSDP_TRY(auto global, r.integer({"training.global_batch_size"}, -1,
                                   "a positive integer or -1"));
   c.global_batch_size = global.value_or(-1);
@@ -308,15 +299,12 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
     return config_error(path, r.line_of("training.global_batch_size"),
                         "training.global_batch_size", "expected a positive integer or -1, got 0");
   }
-  from("microbatches", "training.global_batch_size");
 
   // Precision (MixedPrecisionPolicy of fully_shard).
   FSDP_TRY(auto param_dtype, dtype_field(r, "training.mixed_precision_param", path));
   o.param_dtype = param_dtype.value_or("bf16");
-  from("param-dtype", "training.mixed_precision_param");
   FSDP_TRY(auto reduce_dtype, dtype_field(r, "training.mixed_precision_reduce", path));
   o.reduce_dtype = reduce_dtype.value_or("fp32");
-  from("reduce-dtype", "training.mixed_precision_reduce");
 
   // torch.compile: compile.enable with compile.components (model, loss); older: training.compile.
   FSDP_TRY(auto compile_enable, r.boolean({"compile.enable", "training.compile"}));
@@ -325,7 +313,6 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
       components.value_or(std::vector<std::string>{"model", "loss"});
   o.compile = compile_enable.value_or(false) &&
               std::find(parts.begin(), parts.end(), "model") != parts.end();
-  from("compile", "compile.enable");
 
   // Activation checkpointing. torchtitan's full wraps each transformer block, which fsdpsim
   // calls selective-layer:1 (its `full` also recomputes the embedding and the head; docs/cli.md,
@@ -366,7 +353,6 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                         str_cat("expected 'none', 'selective' or 'full', got '", mode, "'",
                                 mode == "memory_budget" ? " (not modelled)" : ""));
   }
-  from("recompute", "activation_checkpoint.mode");
 
   // Parallelism (older releases: the degrees under [training], pipeline and context parallelism
   // and async TP under [experimental]).
@@ -434,7 +420,6 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   }
   // FSDP over the shard degree; HSDP with a replicate degree; DDP (noshard) with only that.
   o.strategy = c.dp_replicate > 1 ? (c.dp_shard == 1 ? "noshard" : "hsdp") : "zero3";
-  from("strategy", "parallelism.data_parallel_replicate_degree");
   if (c.dp_shard > 0) {
     std::string mesh;
     if (c.dp_replicate > 1 && c.dp_shard > 1) {
@@ -450,11 +435,9 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
       mesh += str_cat(",tp=", c.tp);
     }
     o.mesh = mesh;
-    from("mesh", "parallelism.data_parallel_shard_degree");
   }
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel): always on.
   o.sequence_parallel = c.tp > 1;
-  from("sequence-parallel", "parallelism.tensor_parallel_degree");
   FSDP_TRY(auto reshard, r.text({"parallelism.fsdp_reshard_after_forward",
                                  "training.fsdp_reshard_after_forward"},
                                 "'default', 'always' or 'never'", &found));
@@ -470,7 +453,6 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
     return config_error(path, r.line_of(found), found,
                         str_cat("expected 'default', 'always' or 'never', got '", policy, "'"));
   }
-  from("reshard-after-forward", "parallelism.fsdp_reshard_after_forward");
 
   c.ignored_fields = r.leaves(/*read=*/false);
   c.read_fields = r.leaves(/*read=*/true);

@@ -43,8 +43,6 @@ struct TorchtitanConfig {
   std::vector<std::string> ignored_fields;
   // The fields of the file that were read, in the order of the file.
   std::vector<std::string> read_fields;
-  // The fields each option came from, e.g. {"seq-len", "training.seq_len"}, in the order read.
-  std::vector<std::pair<std::string, std::string>> option_fields;
 };
 
 // Parses `text` as the torchtitan config file `path` (which is only named in messages). Errors:
