@@ -3,6 +3,7 @@
 // global batch, ranked by tokens/s/GPU with why the winner wins (planner/plan.h).
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -100,16 +101,25 @@ Expected<std::vector<std::int64_t>> counts(const char* option, const std::string
   return out;
 }
 
-// The fields of `config` read for options the planner chooses itself (checkpointing, reshard
-// after forward, the micro-batch size unless it gives the global batch), in file order: plan
-// lists them with the ignored ones. The degrees stay used: they give the job size.
-std::vector<std::string> fields_the_planner_chooses(const planner::TorchtitanConfig& config) {
+// The fields of `config` that were read but that plan does not use, in file order, listed with
+// the ignored ones: checkpointing and reshard after forward (the planner chooses them); the
+// degrees unless they give the job size or the global batch; the batch fields unless they give
+// the global batch.
+std::vector<std::string> fields_plan_does_not_use(const planner::TorchtitanConfig& config,
+                                                  bool size_from_file, bool batch_from_file) {
+  const bool batch_from_degrees = batch_from_file && config.global_batch_size < 0;
   std::vector<std::string> out;
   for (const std::string& field : config.read_fields) {
-    const bool batch = field == "training.local_batch_size" || field == "training.batch_size";
+    const bool local = field == "training.local_batch_size" || field == "training.batch_size";
+    const bool degree = field.ends_with("data_parallel_replicate_degree") ||
+                        field.ends_with("data_parallel_shard_degree") ||
+                        field.ends_with("tensor_parallel_degree") ||
+                        field.ends_with("expert_parallel_degree");
     if (field.rfind("activation_checkpoint.", 0) == 0 ||
         field.ends_with(".fsdp_reshard_after_forward") ||
-        (batch && config.global_batch_size > 0)) {
+        (degree && !size_from_file && !batch_from_degrees) ||
+        (local && !batch_from_degrees) ||
+        (field == "training.global_batch_size" && !batch_from_file)) {
       out.push_back(field);
     }
   }
@@ -209,21 +219,17 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
     return report_error(io, config.error());
   }
   std::vector<std::string> ignored;
-  if (*config) {
-    ignored = fields_the_planner_chooses(**config);
-    ignored.insert(ignored.begin(), (*config)->ignored_fields.begin(),
-                   (*config)->ignored_fields.end());
-  }
   const bool size_given = vm.count("gpus") != 0 || vm.count("nodes") != 0;
   const bool batch_given = vm.count("global-batch-tokens") != 0 || vm.count("global-batch-size") != 0;
-  if (!size_given && *config) {
-    if (auto gpus = planner::config_gpus(**config)) {
-      req.gpus = *gpus;
-    }
-  }
-  if (!batch_given && *config) {
-    if (auto sequences = planner::config_global_batch(**config)) {
-      global_batch_size = *sequences;
+  if (*config) {
+    const auto gpus = size_given ? std::nullopt : planner::config_gpus(**config);
+    const auto sequences = batch_given ? std::nullopt : planner::config_global_batch(**config);
+    req.gpus = gpus.value_or(req.gpus);
+    global_batch_size = sequences.value_or(global_batch_size);
+    ignored = (*config)->ignored_fields;
+    for (std::string& field :
+         fields_plan_does_not_use(**config, gpus.has_value(), sequences.has_value())) {
+      ignored.push_back(std::move(field));
     }
   }
   if (!size_given && req.gpus == 0) {

@@ -168,7 +168,13 @@ mode = "full"
   const auto given = run_command(run_plan_command, {"--config", job, "--gpus", "32", "--dry-run",
                                                     "--format", "json"});
   ASSERT_EQ(given.code, 0) << given.err;
-  EXPECT_EQ(nlohmann::json::parse(given.out).at("gpus"), 32);
+  const auto g = nlohmann::json::parse(given.out);
+  EXPECT_EQ(g.at("gpus"), 32);
+  EXPECT_EQ(g.at("global_batch_tokens"), 64 * 4096);
+  // The degrees gave neither the size nor the batch this time: listed as not used.
+  EXPECT_EQ(g.at("config_ignored_fields"),
+            (nlohmann::json{"training.local_batch_size", "parallelism.data_parallel_shard_degree",
+                            "parallelism.tensor_parallel_degree", "activation_checkpoint.mode"}));
   // torchtitan's 8B file leaves the job size to the GPUs: plan asks for it.
   const auto missing = run_command(run_plan_command, {"--config", testdata("llama3_8b.toml")});
   EXPECT_EQ(missing.code, 2);
