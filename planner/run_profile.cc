@@ -41,7 +41,9 @@ RunOptionsPatch megatron_fsdp_profile() {
 
 }  // namespace
 
-std::span<const std::string_view> profile_names() { return kProfiles; }
+std::span<const std::string_view> profile_names() {
+  return kProfiles;
+}
 
 Expected<RunOptionsPatch> profile_defaults(std::string_view name) {
   if (name == "torchtitan") {

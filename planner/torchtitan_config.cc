@@ -19,9 +19,9 @@ namespace {
 // The file's name in messages: the path as given.
 Error config_error(const std::string& path, std::int64_t line, std::string_view field,
                    std::string_view what) {
-  return Error(ErrorCode::kInvalidArgument,
-               line > 0 ? str_cat(path, ":", line, ": ", field, ": ", what)
-                        : str_cat(path, ": ", field, ": ", what));
+  return Error(ErrorCode::kInvalidArgument, line > 0
+                                                ? str_cat(path, ":", line, ": ", field, ": ", what)
+                                                : str_cat(path, ": ", field, ": ", what));
 }
 
 // A value as the file writes it ("8B", 8192, true, [ 'float8' ]).
@@ -158,20 +158,19 @@ class FieldReader {
   }
 
  private:
-  static void collect(const toml::table& table, const std::string& prefix,
-                      std::vector<std::pair<std::pair<std::int64_t, std::int64_t>,
-                                            std::string>>* leaves) {
+  static void collect(
+      const toml::table& table, const std::string& prefix,
+      std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, std::string>>* leaves) {
     for (const auto& [key, node] : table) {
-      std::string name = prefix.empty() ? std::string(key.str())
-                                        : str_cat(prefix, ".", key.str());
+      std::string name = prefix.empty() ? std::string(key.str()) : str_cat(prefix, ".", key.str());
       if (const auto* sub = node.as_table()) {
         collect(*sub, name, leaves);
         continue;
       }
       const auto& begin = node.source().begin;
-      leaves->push_back({{static_cast<std::int64_t>(begin.line),
-                          static_cast<std::int64_t>(begin.column)},
-                         std::move(name)});
+      leaves->push_back(
+          {{static_cast<std::int64_t>(begin.line), static_cast<std::int64_t>(begin.column)},
+           std::move(name)});
     }
   }
 
@@ -223,16 +222,14 @@ Expected<std::optional<std::string>> dtype_field(FieldReader& reader, std::strin
 
 }  // namespace
 
-Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
-                                                   const std::string& path) {
+Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text, const std::string& path) {
   toml::table root;
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
-    return Error(ErrorCode::kInvalidArgument,
-                 str_cat(path, ":", begin.line, ":", begin.column, ": TOML syntax error: ",
-                         e.description()));
+    return Error(ErrorCode::kInvalidArgument, str_cat(path, ":", begin.line, ":", begin.column,
+                                                      ": TOML syntax error: ", e.description()));
   }
   TorchtitanConfig c;
   c.path = path;
@@ -265,7 +262,8 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
       fp8 = true;
     } else {
       return config_error(path, r.line_of("model.converters"), "model.converters",
-                          str_cat("converter '", converter, "' is not modelled; expected "
+                          str_cat("converter '", converter,
+                                  "' is not modelled; expected "
                                   "'float8' or 'quantize.linear.float8'"));
     }
   }
@@ -292,12 +290,11 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                                  "a positive integer"));
   c.local_batch_size = local.value_or(8);
   o.micro_batch_size = c.local_batch_size;
-  FSDP_TRY(auto global, r.integer({"training.global_batch_size"}, -1,
-                                  "a positive integer or -1"));
+  FSDP_TRY(auto global, r.integer({"training.global_batch_size"}, -1, "a positive integer or -1"));
   c.global_batch_size = global.value_or(-1);
   if (c.global_batch_size == 0) {
-    return config_error(path, r.line_of("training.global_batch_size"),
-                        "training.global_batch_size", "expected a positive integer or -1, got 0");
+    return config_error(path, r.line_of("training.global_batch_size"), "training.global_batch_size",
+                        "expected a positive integer or -1, got 0");
   }
 
   // Precision (MixedPrecisionPolicy of fully_shard).
@@ -320,9 +317,8 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   std::string mode_field;
   FSDP_TRY(auto ac_mode, r.text({"activation_checkpoint.mode"}, "a string", &mode_field));
   std::string option_field;
-  FSDP_TRY(auto ac_option,
-           r.text({"activation_checkpoint.selective_ac_option"}, "'op' or an integer",
-                  &option_field));
+  FSDP_TRY(auto ac_option, r.text({"activation_checkpoint.selective_ac_option"},
+                                  "'op' or an integer", &option_field));
   const std::string mode = ac_mode.value_or("selective");
   if (mode == "none") {
     o.recompute = "none";
@@ -348,8 +344,7 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
       o.recompute = str_cat("selective-layer:", k);
     }
   } else {
-    return config_error(path, r.line_of("activation_checkpoint.mode"),
-                        "activation_checkpoint.mode",
+    return config_error(path, r.line_of("activation_checkpoint.mode"), "activation_checkpoint.mode",
                         str_cat("expected 'none', 'selective' or 'full', got '", mode, "'",
                                 mode == "memory_budget" ? " (not modelled)" : ""));
   }
@@ -371,19 +366,18 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
     }
     if (v->get() > 1) {
       return r.error(*node, which,
-                     str_cat(v->get(), ": pipeline and context parallelism are not modelled; "
-                                       "expected 1"));
+                     str_cat(v->get(),
+                             ": pipeline and context parallelism are not modelled; "
+                             "expected 1"));
     }
   }
-  FSDP_TRY(auto replicate,
-           r.integer({"parallelism.data_parallel_replicate_degree",
-                      "training.data_parallel_replicate_degree"},
-                     1, "a positive integer"));
+  FSDP_TRY(auto replicate, r.integer({"parallelism.data_parallel_replicate_degree",
+                                      "training.data_parallel_replicate_degree"},
+                                     1, "a positive integer"));
   c.dp_replicate = replicate.value_or(1);
-  FSDP_TRY(auto shard,
-           r.integer({"parallelism.data_parallel_shard_degree",
-                      "training.data_parallel_shard_degree"},
-                     -1, "a positive integer or -1"));
+  FSDP_TRY(auto shard, r.integer({"parallelism.data_parallel_shard_degree",
+                                  "training.data_parallel_shard_degree"},
+                                 -1, "a positive integer or -1"));
   c.dp_shard = shard.value_or(-1);
   {
     std::string field = "parallelism.data_parallel_shard_degree";
@@ -400,9 +394,9 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
                         "parallelism.data_parallel_shard_degree",
                         "expected a positive integer or -1, got 0");
   }
-  FSDP_TRY(auto tp, r.integer({"parallelism.tensor_parallel_degree",
-                               "training.tensor_parallel_degree"},
-                              1, "a positive integer"));
+  FSDP_TRY(auto tp,
+           r.integer({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}, 1,
+                     "a positive integer"));
   c.tp = tp.value_or(1);
   FSDP_TRY(auto ep, r.integer({"parallelism.expert_parallel_degree"}, 1, "a positive integer"));
   c.ep = ep.value_or(1);
@@ -438,9 +432,9 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text,
   }
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel): always on.
   o.sequence_parallel = c.tp > 1;
-  FSDP_TRY(auto reshard, r.text({"parallelism.fsdp_reshard_after_forward",
-                                 "training.fsdp_reshard_after_forward"},
-                                "'default', 'always' or 'never'", &found));
+  FSDP_TRY(auto reshard,
+           r.text({"parallelism.fsdp_reshard_after_forward", "training.fsdp_reshard_after_forward"},
+                  "'default', 'always' or 'never'", &found));
   const std::string policy = reshard.value_or("default");
   if (policy == "default") {
     // Without pipeline parallelism: every block but the last (docs/design/simulator.md).
@@ -516,12 +510,12 @@ Status layer_run_options(const RunOptionsPatch& profile, const TorchtitanConfig*
       }
       const std::int64_t per_step = options->micro_batch_size * data_ranks;
       if (config->global_batch_size % per_step != 0) {
-        return Error(ErrorCode::kInvalidArgument,
-                     str_cat(config->path, ": training.global_batch_size ",
-                             config->global_batch_size,
-                             " is not a multiple of training.local_batch_size (micro-batch size) ",
-                             options->micro_batch_size, " x data-parallel degree ", data_ranks,
-                             " (mesh ", options->mesh, ") = ", per_step));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            str_cat(config->path, ": training.global_batch_size ", config->global_batch_size,
+                    " is not a multiple of training.local_batch_size (micro-batch size) ",
+                    options->micro_batch_size, " x data-parallel degree ", data_ranks, " (mesh ",
+                    options->mesh, ") = ", per_step));
       }
       options->microbatches = config->global_batch_size / per_step;
     }

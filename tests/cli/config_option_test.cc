@@ -47,18 +47,38 @@ std::size_t count_of(const std::string& text, const std::string& part) {
 }
 
 TEST(ConfigOptionTest, TorchtitanFileGivesTheFiguresOfTheEquivalentFlags) {
-  const auto from_file = run_command(
-      run_simulate_command,
-      {"--config", testdata("llama3_8b.toml"), "--mesh", "dp=64", "--format", "json"});
+  const auto from_file = run_command(run_simulate_command, {"--config", testdata("llama3_8b.toml"),
+                                                            "--mesh", "dp=64", "--format", "json"});
   ASSERT_EQ(from_file.code, 0) << from_file.err;
   // What the file says, as flags (docs/cli.md, "Config files and profiles").
-  const auto from_flags = run_command(
-      run_simulate_command,
-      {"--model", preset_8b(), "--mesh", "dp=64", "--strategy", "zero3", "--seq-len", "8192",
-       "--micro-batch-size", "1", "--microbatches", "1", "--recompute", "selective-op",
-       "--framework", "fsdp2", "--reshard-after-forward", "all-but-last", "--param-dtype", "bf16",
-       "--reduce-dtype", "fp32", "--compute-dtype", "bf16", "--optimizer", "adam", "--format",
-       "json"});
+  const auto from_flags = run_command(run_simulate_command, {"--model",
+                                                             preset_8b(),
+                                                             "--mesh",
+                                                             "dp=64",
+                                                             "--strategy",
+                                                             "zero3",
+                                                             "--seq-len",
+                                                             "8192",
+                                                             "--micro-batch-size",
+                                                             "1",
+                                                             "--microbatches",
+                                                             "1",
+                                                             "--recompute",
+                                                             "selective-op",
+                                                             "--framework",
+                                                             "fsdp2",
+                                                             "--reshard-after-forward",
+                                                             "all-but-last",
+                                                             "--param-dtype",
+                                                             "bf16",
+                                                             "--reduce-dtype",
+                                                             "fp32",
+                                                             "--compute-dtype",
+                                                             "bf16",
+                                                             "--optimizer",
+                                                             "adam",
+                                                             "--format",
+                                                             "json"});
   ASSERT_EQ(from_flags.code, 0) << from_flags.err;
   nlohmann::json a = nlohmann::json::parse(from_file.out);
   const nlohmann::json b = nlohmann::json::parse(from_flags.out);
@@ -69,16 +89,15 @@ TEST(ConfigOptionTest, TorchtitanFileGivesTheFiguresOfTheEquivalentFlags) {
   EXPECT_NE(std::find(ignored.begin(), ignored.end(), "optimizer.lr"), ignored.end());
   a.erase("config_ignored_fields");
   EXPECT_EQ(a, b);
-  EXPECT_EQ(count_of(from_file.err, "config: ignored fields: job.dump_folder, job.description"),
-            1u)
+  EXPECT_EQ(count_of(from_file.err, "config: ignored fields: job.dump_folder, job.description"), 1u)
       << from_file.err;
 }
 
 TEST(ConfigOptionTest, CommandLineWinsOverTheFileAndTheFileOverTheProfile) {
-  const auto r = run_command(
-      run_simulate_command,
-      {"--profile", "megatron-fsdp", "--config", testdata("llama3_8b.toml"), "--mesh", "dp=8",
-       "--seq-len", "2048", "--recompute", "none", "--format", "json"});
+  const auto r =
+      run_command(run_simulate_command,
+                  {"--profile", "megatron-fsdp", "--config", testdata("llama3_8b.toml"), "--mesh",
+                   "dp=8", "--seq-len", "2048", "--recompute", "none", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("recompute").at("mode"), "none");
@@ -92,14 +111,12 @@ TEST(ConfigOptionTest, CommandLineWinsOverTheFileAndTheFileOverTheProfile) {
 TEST(ConfigOptionTest, ProfileDefaultsApply) {
   const auto plain = run_command(run_simulate_command,
                                  {"--mesh", "dp=8", "--microbatches", "1", "--format", "json"});
-  const auto titan = run_command(run_simulate_command, {"--profile", "torchtitan", "--mesh",
-                                                        "dp=8", "--microbatches", "1", "--format",
-                                                        "json"});
+  const auto titan = run_command(run_simulate_command, {"--profile", "torchtitan", "--mesh", "dp=8",
+                                                        "--microbatches", "1", "--format", "json"});
   const auto flags = run_command(
-      run_simulate_command,
-      {"--framework", "fsdp2", "--reshard-after-forward", "all-but-last", "--reduce-dtype",
-       "fp32", "--param-dtype", "bf16", "--kernels", "torch", "--mesh", "dp=8", "--microbatches",
-       "1", "--format", "json"});
+      run_simulate_command, {"--framework", "fsdp2", "--reshard-after-forward", "all-but-last",
+                             "--reduce-dtype", "fp32", "--param-dtype", "bf16", "--kernels",
+                             "torch", "--mesh", "dp=8", "--microbatches", "1", "--format", "json"});
   ASSERT_EQ(plain.code, 0) << plain.err;
   ASSERT_EQ(titan.code, 0) << titan.err;
   ASSERT_EQ(flags.code, 0) << flags.err;
@@ -112,7 +129,8 @@ TEST(ConfigOptionTest, BadInputIsOneLineAndExitOne) {
   const std::string syntax = write_file("syntax.toml", "[training]\nseq_len = = 3\n");
   const std::string pp = write_file("pp.toml", "[parallelism]\npipeline_parallel_degree = 4\n");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--profile", "deepspeed"}, "--profile is 'deepspeed'; expected torchtitan or megatron-fsdp"},
+      {{"--profile", "deepspeed"},
+       "--profile is 'deepspeed'; expected torchtitan or megatron-fsdp"},
       {{"--config", "/nonexistent/job.toml"}, "/nonexistent/job.toml"},
       {{"--config", syntax}, "syntax.toml:2:"},
       {{"--config", pp, "--mesh", "dp=8"}, "pp.toml:2: parallelism.pipeline_parallel_degree"},
@@ -155,18 +173,19 @@ mode = "full"
   const auto r = run_command(run_plan_command, {"--config", job, "--dry-run", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.at("gpus"), 16);                         // 8 x tp 2
-  EXPECT_EQ(j.at("global_batch_tokens"), 64 * 4096);   // global_batch_size x seq_len
+  EXPECT_EQ(j.at("gpus"), 16);                        // 8 x tp 2
+  EXPECT_EQ(j.at("global_batch_tokens"), 64 * 4096);  // global_batch_size x seq_len
   // The planner chooses the checkpointing and the micro-batch size itself.
   EXPECT_EQ(j.at("config_ignored_fields"),
             (nlohmann::json{"training.local_batch_size", "activation_checkpoint.mode"}));
-  EXPECT_EQ(count_of(r.err, "config: ignored fields: training.local_batch_size, "
-                            "activation_checkpoint.mode\n"),
+  EXPECT_EQ(count_of(r.err,
+                     "config: ignored fields: training.local_batch_size, "
+                     "activation_checkpoint.mode\n"),
             1u)
       << r.err;
   // The command line wins.
-  const auto given = run_command(run_plan_command, {"--config", job, "--gpus", "32", "--dry-run",
-                                                    "--format", "json"});
+  const auto given = run_command(
+      run_plan_command, {"--config", job, "--gpus", "32", "--dry-run", "--format", "json"});
   ASSERT_EQ(given.code, 0) << given.err;
   const auto g = nlohmann::json::parse(given.out);
   EXPECT_EQ(g.at("gpus"), 32);

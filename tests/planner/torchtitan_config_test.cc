@@ -26,10 +26,13 @@ std::string preset_for(const std::string& v31, const std::string& v3) {
 }
 
 auto given_set(std::set<std::string> names) {
-  return [names = std::move(names)](std::string_view n) { return names.count(std::string(n)) != 0; };
+  return
+      [names = std::move(names)](std::string_view n) { return names.count(std::string(n)) != 0; };
 }
 
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == std::string::npos; }
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == std::string::npos;
+}
 
 TEST(TorchtitanConfigTest, Llama3_8bMapsEveryField) {
   auto c = read_torchtitan_config(testdata("llama3_8b.toml"));
@@ -60,15 +63,33 @@ TEST(TorchtitanConfigTest, Llama3_8bMapsEveryField) {
   EXPECT_FALSE(config_gpus(*c).has_value());
   EXPECT_FALSE(config_global_batch(*c).has_value());
   const std::vector<std::string> ignored = {
-      "job.dump_folder", "job.description", "profiling.enable_profiling",
-      "profiling.save_traces_folder", "profiling.profile_freq", "metrics.log_freq",
-      "metrics.enable_tensorboard", "metrics.save_tb_folder", "model.hf_assets_path",
-      "optimizer.lr", "optimizer.eps", "lr_scheduler.warmup_steps", "training.max_norm",
-      "training.steps", "training.dataset", "checkpoint.enable", "checkpoint.folder",
-      "checkpoint.interval", "checkpoint.last_save_model_only", "checkpoint.export_dtype",
-      "checkpoint.async_mode", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-      "quantize.linear.float8.filter_fqns", "validation.enable", "validation.dataset",
-      "validation.freq", "validation.steps"};
+      "job.dump_folder",
+      "job.description",
+      "profiling.enable_profiling",
+      "profiling.save_traces_folder",
+      "profiling.profile_freq",
+      "metrics.log_freq",
+      "metrics.enable_tensorboard",
+      "metrics.save_tb_folder",
+      "model.hf_assets_path",
+      "optimizer.lr",
+      "optimizer.eps",
+      "lr_scheduler.warmup_steps",
+      "training.max_norm",
+      "training.steps",
+      "training.dataset",
+      "checkpoint.enable",
+      "checkpoint.folder",
+      "checkpoint.interval",
+      "checkpoint.last_save_model_only",
+      "checkpoint.export_dtype",
+      "checkpoint.async_mode",
+      "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
+      "quantize.linear.float8.filter_fqns",
+      "validation.enable",
+      "validation.dataset",
+      "validation.freq",
+      "validation.steps"};
   EXPECT_EQ(c->ignored_fields, ignored);
 }
 
@@ -108,7 +129,8 @@ global_batch_size = 128
 seq_len = 4096
 [parallelism]
 data_parallel_shard_degree = 16
-)", "job.toml");
+)",
+                                   "job.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
   EXPECT_EQ(c->options.mesh, "dp=16");
   EXPECT_EQ(config_gpus(*c), 16);
@@ -147,14 +169,15 @@ data_parallel_shard_degree = 8
 tensor_parallel_degree = 4
 enable_async_tensor_parallel = true
 fsdp_reshard_after_forward = "never"
-)", "hsdp.toml");
+)",
+                                   "hsdp.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
   EXPECT_EQ(c->options.mesh, "dp_outer=2,dp_inner=8,tp=4");
   EXPECT_EQ(c->options.strategy, "hsdp");
   EXPECT_EQ(c->options.reshard_after_forward, "none");
   EXPECT_EQ(config_gpus(*c), 64);
-  EXPECT_EQ(config_global_batch(*c), 8 * 2 * 8);  // torchtitan's default local_batch_size 8
-  EXPECT_EQ(c->options.seq_len, 2048);            // and seq_len
+  EXPECT_EQ(config_global_batch(*c), 8 * 2 * 8);         // torchtitan's default local_batch_size 8
+  EXPECT_EQ(c->options.seq_len, 2048);                   // and seq_len
   EXPECT_EQ(c->options.recompute, "selective-layer:2");  // and selective_ac_option "2"
   EXPECT_EQ(c->ignored_fields,
             std::vector<std::string>{"parallelism.enable_async_tensor_parallel"});
@@ -202,7 +225,8 @@ enable_fsdp_float8_all_gather = true
 [activation_checkpoint]
 mode = "selective"
 selective_ac_option = "3"
-)", "old.toml");
+)",
+                                   "old.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
   const RunOptionsPatch& o = c->options;
   EXPECT_EQ(o.model, "llama-3.1-405b");
@@ -228,7 +252,8 @@ enable = true
 components = ["loss"]
 [quantize.linear.float8]
 enable_fsdp_float8_all_gather = true
-)", "fp8.toml");
+)",
+                                   "fp8.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
   EXPECT_EQ(c->options.compute_dtype, "fp8");
   EXPECT_EQ(c->options.fp8_all_gather, true);
@@ -282,9 +307,10 @@ TEST(TorchtitanConfigTest, ErrorsAreOneLineNamingFileLineAndField) {
 }
 
 TEST(TorchtitanConfigTest, UnmappedModelNeedsAModelOptionOnlyWhenNoneIsGiven) {
-  auto c = parse_torchtitan_config("[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n"
-                                   "[parallelism]\ndata_parallel_shard_degree = 8\n",
-                                   "debug.toml");
+  auto c = parse_torchtitan_config(
+      "[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n"
+      "[parallelism]\ndata_parallel_shard_degree = 8\n",
+      "debug.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
   EXPECT_FALSE(c->options.model.has_value());
   RunOptions options;
@@ -307,7 +333,8 @@ TEST(TorchtitanConfigTest, JobSizeLeftToTheGpusNeedsAMesh) {
   auto refused = layer_run_options({}, &*c, {}, &options);
   ASSERT_FALSE(refused.has_value());
   EXPECT_TRUE(one_line(refused.error().message()));
-  EXPECT_NE(refused.error().message().find("llama3_70b.toml:41: parallelism.data_parallel_shard_degree is -1"),
+  EXPECT_NE(refused.error().message().find(
+                "llama3_70b.toml:41: parallelism.data_parallel_shard_degree is -1"),
             std::string::npos)
       << refused.error().message();
   EXPECT_NE(refused.error().message().find("give --mesh, e.g. dp=64,tp=8"), std::string::npos)
@@ -323,17 +350,17 @@ TEST(TorchtitanConfigTest, CommandLineOverridesTheFileAndTheFileTheProfile) {
   options.mesh = "dp=64";
   options.seq_len = 2048;
   options.recompute = "none";
-  ASSERT_TRUE(layer_run_options(*megatron, &*c, given_set({"mesh", "seq-len", "recompute"}),
-                                &options)
-                  .has_value());
-  EXPECT_EQ(options.seq_len, 2048);        // command line over the file's 8192
-  EXPECT_EQ(options.recompute, "none");    // and over its selective-op
+  ASSERT_TRUE(
+      layer_run_options(*megatron, &*c, given_set({"mesh", "seq-len", "recompute"}), &options)
+          .has_value());
+  EXPECT_EQ(options.seq_len, 2048);      // command line over the file's 8192
+  EXPECT_EQ(options.recompute, "none");  // and over its selective-op
   EXPECT_EQ(options.mesh, "dp=64");
   EXPECT_EQ(options.micro_batch_size, 1);  // the file's
   EXPECT_EQ(options.microbatches, 1);      // no global_batch_size: no accumulation
   EXPECT_EQ(options.framework, "fsdp2");   // the file over the profile's megatron-fsdp
   EXPECT_EQ(options.reshard_after_forward, "all-but-last");  // the file over the profile's all
-  EXPECT_EQ(options.kernels, "te");        // the file says nothing: the profile's
+  EXPECT_EQ(options.kernels, "te");                          // the file says nothing: the profile's
 }
 
 TEST(RunProfileTest, ProfilesSetTheirFrameworksDefaults) {
