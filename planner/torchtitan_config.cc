@@ -8,6 +8,7 @@
 
 #include "core/base/file_io.h"
 #include "core/base/strings.h"
+#include "core/mesh/axis_names.h"
 #include "core/mesh/device_mesh.h"
 #include "core/model/model_presets.h"
 
@@ -311,9 +312,8 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text, const 
   o.compile = compile_enable.value_or(false) &&
               std::find(parts.begin(), parts.end(), "model") != parts.end();
 
-  // Activation checkpointing. torchtitan's full wraps each transformer block, which fsdpsim
-  // calls selective-layer:1 (its `full` also recomputes the embedding and the head; docs/cli.md,
-  // the --recompute row).
+  // Activation checkpointing. torchtitan's full wraps each transformer block: fsdpsim's full
+  // (docs/cli.md, the --recompute row).
   std::string mode_field;
   FSDP_TRY(auto ac_mode, r.text({"activation_checkpoint.mode"}, "a string", &mode_field));
   std::string option_field;
@@ -323,7 +323,7 @@ Expected<TorchtitanConfig> parse_torchtitan_config(std::string_view text, const 
   if (mode == "none") {
     o.recompute = "none";
   } else if (mode == "full") {
-    o.recompute = "selective-layer:1";
+    o.recompute = "full";
   } else if (mode == "selective") {
     const std::string option = ac_option.value_or("2");
     if (option == "op") {
@@ -500,7 +500,7 @@ Status layer_run_options(const RunOptionsPatch& profile, const TorchtitanConfig*
     if (config->global_batch_size < 0) {
       options->microbatches = 1;
     } else {
-      auto mesh = parse_device_mesh(options->mesh);
+      auto mesh = parse_run_mesh(options->mesh);
       if (!mesh) {
         return Error(mesh.error()).with_context("--mesh");
       }

@@ -100,8 +100,8 @@ TEST(TorchtitanConfigTest, Llama3_70bMapsEveryField) {
   EXPECT_EQ(o.model, preset_for("llama-3.1-70b", "llama-3-70b"));
   EXPECT_EQ(o.seq_len, 8192);
   EXPECT_EQ(o.micro_batch_size, 8);
-  // torchtitan's full wraps every block: fsdpsim's selective-layer:1, not its `full`.
-  EXPECT_EQ(o.recompute, "selective-layer:1");
+  // torchtitan's full wraps every transformer block: fsdpsim's full (not full-all-units).
+  EXPECT_EQ(o.recompute, "full");
   EXPECT_EQ(c->tp, 8);
   EXPECT_EQ(o.sequence_parallel, true);
   EXPECT_FALSE(o.mesh.has_value());
