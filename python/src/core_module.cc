@@ -3,6 +3,8 @@
 // It calls what the CLI calls (planner/step_report.h, planner/plan.h) on options filled by
 // name: every keyword is a CLI option in snake_case with the CLI's default, and every error is
 // the CLI's one-line message raised as ValueError (docs/user-guide.md, "From Python").
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -253,10 +255,12 @@ void refuse_conflicts(const Options& o) {
 // simulator is deterministic, so the recorded step is the same step).
 class Step {
  public:
-  Step(planner::SimulatedStep step, planner::SimArgs sim)
-      : step_(std::move(step)), sim_(std::move(sim)) {}
+  Step(planner::SimulatedStep step, planner::SimArgs sim, double seconds)
+      : step_(std::move(step)), sim_(std::move(sim)), seconds_(seconds) {}
 
   const planner::SimulatedStep& step() const { return step_; }
+  // The wall time simulate_step took inside C++ (what the binding's overhead is measured against).
+  double simulate_seconds() const { return seconds_; }
 
   std::string json_text() const { return planner::step_report_json(step_).dump(); }
   std::string text() const { return planner::step_report_text(step_); }
@@ -296,6 +300,7 @@ class Step {
 
   planner::SimulatedStep step_;
   planner::SimArgs sim_;
+  double seconds_ = 0;
 };
 
 Step simulate(nb::dict keywords) {
@@ -305,14 +310,18 @@ Step simulate(nb::dict keywords) {
   o.run.microbatches = 4;
   apply("simulate", simulate_setters(), keywords, o);
   refuse_conflicts(o);
+  double seconds = 0;
   Expected<planner::SimulatedStep> step = [&] {
     nb::gil_scoped_release release;
-    return planner::simulate_step(o.run, o.sim);
+    const auto start = std::chrono::steady_clock::now();
+    auto simulated = planner::simulate_step(o.run, o.sim);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return simulated;
   }();
   if (!step) {
     raise_value_error(step.error().message());
   }
-  return Step(std::move(*step), o.sim);
+  return Step(std::move(*step), o.sim, seconds);
 }
 
 // Text lists as `fsdpsim plan` reads them (cli/plan_command.cc): str items, or ints in a range.
@@ -438,6 +447,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("peak_reserved_bytes",
                    [](const Step& s) { return s.step().memory.peak_reserved_bytes; })
       .def_prop_ro("device_bytes", [](const Step& s) { return s.step().memory.device_bytes; })
+      .def_prop_ro("simulate_seconds", &Step::simulate_seconds)
       .def("json_text", &Step::json_text)
       .def("text", &Step::text)
       .def("save_trace", &Step::save_trace)
