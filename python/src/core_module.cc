@@ -48,7 +48,9 @@ std::string option_name(const std::string& keyword) {
   return out;
 }
 
-std::string repr_of(nb::handle value) { return nb::cast<std::string>(nb::repr(value)); }
+std::string repr_of(nb::handle value) {
+  return nb::cast<std::string>(nb::repr(value));
+}
 
 // Boost.Program_options' message for a value it cannot read, as the CLI prints it.
 [[noreturn]] void raise_invalid(const std::string& keyword, nb::handle value,
@@ -107,16 +109,18 @@ using Setter = std::function<void(Options&, const std::string&, nb::handle)>;
 
 // The RunOptions keywords (cli/run_options.cc's options) and the model size options.
 void add_run_setters(std::map<std::string, Setter>& s) {
-  auto text = [](std::string planner::RunOptions::* field) -> Setter {
-    return [field](Options& o, const std::string& k, nb::handle v) { o.run.*field = as_text(k, v); };
+  auto text = [](std::string planner::RunOptions::*field) -> Setter {
+    return
+        [field](Options& o, const std::string& k, nb::handle v) { o.run.*field = as_text(k, v); };
   };
-  auto count = [](std::int64_t planner::RunOptions::* field) -> Setter {
+  auto count = [](std::int64_t planner::RunOptions::*field) -> Setter {
     return [field](Options& o, const std::string& k, nb::handle v) { o.run.*field = as_int(k, v); };
   };
-  auto flag = [](bool planner::RunOptions::* field) -> Setter {
-    return [field](Options& o, const std::string& k, nb::handle v) { o.run.*field = as_bool(k, v); };
+  auto flag = [](bool planner::RunOptions::*field) -> Setter {
+    return
+        [field](Options& o, const std::string& k, nb::handle v) { o.run.*field = as_bool(k, v); };
   };
-  auto size = [](std::optional<std::int64_t> HubOverrides::* field) -> Setter {
+  auto size = [](std::optional<std::int64_t> HubOverrides::*field) -> Setter {
     return [field](Options& o, const std::string& k, nb::handle v) {
       o.run.sizes.*field = as_int(k, v);
     };
@@ -338,8 +342,8 @@ std::vector<std::int64_t> count_list(const std::string& keyword, nb::handle valu
   for (nb::handle item : nb::iter(value)) {
     const std::int64_t v = as_int(keyword, item);
     if (v < least || v > most) {
-      raise_value_error(str_cat(option_name(keyword), " item '", v,
-                                "': expected an integer in [", least, ", ", most, "]"));
+      raise_value_error(str_cat(option_name(keyword), " item '", v, "': expected an integer in [",
+                                least, ", ", most, "]"));
     }
     out.push_back(v);
   }
@@ -390,9 +394,7 @@ std::string plan(nb::dict keywords) {
   setters["max_micro_batch_size"] = [&req](Options&, const std::string& k, nb::handle v) {
     req.max_micro_batch_size = as_int(k, v);
   };
-  setters["top"] = [&req](Options&, const std::string& k, nb::handle v) {
-    req.top = as_int(k, v);
-  };
+  setters["top"] = [&req](Options&, const std::string& k, nb::handle v) { req.top = as_int(k, v); };
   setters["jobs"] = [&req](Options&, const std::string& k, nb::handle v) {
     const std::int64_t jobs = as_int(k, v);
     if (jobs < 0 || jobs > 4096) {
