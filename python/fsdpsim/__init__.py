@@ -12,9 +12,9 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
-from . import _core
+from . import _core, layout
 
-__all__ = ["simulate", "plan", "Result", "PlanResult"]
+__all__ = ["simulate", "plan", "Result", "PlanResult", "layout"]
 
 
 def _gib(n: float) -> str:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs of the extension module fsdpsim._core (python/src/core_module.cc), hand-written.
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 class Step:
     @property
@@ -30,3 +30,11 @@ class Step:
 
 def simulate(options: Dict[str, Any]) -> Step: ...
 def plan(options: Dict[str, Any]) -> str: ...
+def build_row_atomic_layout(shapes: List[List[int]], dp_size: int, block_size: int,
+                            shard_layout: str) -> Dict[str, Any]: ...
+def build_for_row_atomic(shapes: List[List[int]], dp_size: int,
+                         block_size: int) -> Dict[str, Any]: ...
+def build_for_row_atomic_unpadding(shapes: List[List[int]], dp_size: int,
+                                   block_size: int) -> Dict[str, Any]: ...
+def build_for_tensor_atomic(shapes: List[List[int]], dp_size: int,
+                            owners: List[int]) -> Dict[str, Any]: ...

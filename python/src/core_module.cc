@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "core/base/strings.h"
+#include "core/layout/layout_builder.h"
+#include "core/layout/shard_layout.h"
 #include "planner/plan.h"
 #include "planner/run_options.h"
 #include "planner/sim_args.h"
@@ -429,6 +431,51 @@ std::string plan(nb::dict keywords) {
   return planner::plan_report_json(req, *result).dump();
 }
 
+// The layout builders of core/layout/layout_builder.h (the reference's layout_builder API,
+// docs/user-guide.md, "From Python"): shapes as lists of ints; the layout as a dict of the
+// reference GlobalLayout's fields.
+std::vector<Shape> shapes_of(const std::vector<std::vector<std::int64_t>>& dims) {
+  std::vector<Shape> shapes;
+  shapes.reserve(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    auto shape = Shape::make(std::span<const std::int64_t>(dims[i]));
+    if (!shape) {
+      raise_value_error(str_cat("shapes[", i, "]: ", shape.error().message()));
+    }
+    shapes.push_back(*shape);
+  }
+  return shapes;
+}
+
+nb::dict layout_dict(Expected<GlobalLayout> layout) {
+  if (!layout) {
+    raise_value_error(layout.error().message());
+  }
+  nb::list shapes;
+  for (const Shape& shape : layout->tensor_shapes()) {
+    nb::list dims;
+    for (std::int64_t d : shape.dims()) {
+      dims.append(d);
+    }
+    shapes.append(nb::tuple(dims));
+  }
+  nb::dict out;
+  out["tensor_shapes"] = shapes;
+  out["tensor_to_offset"] = nb::cast(layout->tensor_to_offset());
+  out["rank_to_offset"] = nb::cast(layout->rank_to_offset());
+  out["size"] = layout->size();
+  return out;
+}
+
+nb::dict row_atomic_layout(const std::vector<std::vector<std::int64_t>>& dims, std::int64_t dp_size,
+                           std::int64_t block_size, const std::string& shard_layout) {
+  auto kind = parse_shard_layout(shard_layout);
+  if (!kind) {
+    raise_value_error(str_cat("shard_layout: ", kind.error().message()));
+  }
+  return layout_dict(build_row_atomic_layout(shapes_of(dims), dp_size, block_size, *kind));
+}
+
 }  // namespace
 }  // namespace fsdp::python
 
@@ -456,6 +503,23 @@ NB_MODULE(_core, m) {
       .def("save_memory_plot", &Step::save_memory_plot);
   m.def("simulate", &fsdp::python::simulate,
         "simulate(options: dict) -> Step; the keywords of fsdpsim.simulate");
+  m.def("build_row_atomic_layout", &fsdp::python::row_atomic_layout);
+  m.def("build_for_row_atomic", [](const std::vector<std::vector<std::int64_t>>& dims,
+                                   std::int64_t dp_size, std::int64_t block_size) {
+    return fsdp::python::layout_dict(
+        fsdp::build_for_row_atomic(fsdp::python::shapes_of(dims), dp_size, block_size));
+  });
+  m.def("build_for_row_atomic_unpadding", [](const std::vector<std::vector<std::int64_t>>& dims,
+                                             std::int64_t dp_size, std::int64_t block_size) {
+    return fsdp::python::layout_dict(
+        fsdp::build_for_row_atomic_unpadding(fsdp::python::shapes_of(dims), dp_size, block_size));
+  });
+  m.def("build_for_tensor_atomic",
+        [](const std::vector<std::vector<std::int64_t>>& dims, std::int64_t dp_size,
+           const std::vector<std::int64_t>& owners) {
+          return fsdp::python::layout_dict(
+              fsdp::build_for_tensor_atomic(fsdp::python::shapes_of(dims), dp_size, owners));
+        });
   m.def("plan", &fsdp::python::plan,
         "plan(options: dict) -> str; `fsdpsim plan --format json` as JSON text");
 }
