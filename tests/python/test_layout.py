@@ -21,19 +21,22 @@ def test_row_atomic_is_the_reference_example():
     assert lay.tensor_shapes == SHAPES
 
 
-@pytest.mark.parametrize("placement,kwargs,cli", [
-    ("padded", dict(block_size=1), dict(dp=5)),
-    ("padded", dict(block_size=2), dict(dp=3, block=2, placement="block")),
-    ("unpadded", dict(block_size=1), dict(dp=4, shard_layout="unpadded")),
-    ("tensor", dict(), dict(dp=2, placement="tensor", owners="0,1,0,1,1")),
+BLOCK_SHAPES = [(2, 6), (4, 4), (4, 4), (2, 2), (2, 6)]  # every dim 0 a multiple of 2
+
+
+@pytest.mark.parametrize("shapes,placement,kwargs,cli", [
+    (SHAPES, "padded", dict(block_size=1), dict(dp=5)),
+    (BLOCK_SHAPES, "padded", dict(block_size=2), dict(dp=3, block=2, placement="block")),
+    (SHAPES, "unpadded", dict(block_size=1), dict(dp=4, shard_layout="unpadded")),
+    (SHAPES, "tensor", dict(), dict(dp=2, placement="tensor", owners="0,1,0,1,1")),
 ])
-def test_builders_match_the_cli(fsdpsim_exe, placement, kwargs, cli):
-    shapes = ",".join("x".join(str(d) for d in s) for s in SHAPES)
-    expected = run_cli(fsdpsim_exe, "layout", dict(cli, shapes=shapes, format="json"))
+def test_builders_match_the_cli(fsdpsim_exe, shapes, placement, kwargs, cli):
+    text = ",".join("x".join(str(d) for d in s) for s in shapes)
+    expected = run_cli(fsdpsim_exe, "layout", dict(cli, shapes=text, format="json"))
     if placement == "tensor":
-        lay = layout.build_for_tensor_atomic(SHAPES, cli["dp"], [0, 1, 0, 1, 1])
+        lay = layout.build_for_tensor_atomic(shapes, cli["dp"], [0, 1, 0, 1, 1])
     else:
-        lay = layout.build_row_atomic_layout(SHAPES, cli["dp"], shard_layout=placement,
+        lay = layout.build_row_atomic_layout(shapes, cli["dp"], shard_layout=placement,
                                              **kwargs)
     assert lay.tensor_to_offset == expected["tensor_offsets"]
     assert lay.rank_to_offset == expected["rank_offsets"]
