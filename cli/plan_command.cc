@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `fsdpsim plan`: the best configurations of a model on N GPUs at a fixed sequence length and
 // global batch, ranked by tokens/s/GPU with why the winner wins (planner/plan.h).
+#include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,7 +27,8 @@ constexpr std::string_view kUsage =
     "plan --model M --gpus N --seq-len S --global-batch-tokens T [--hardware H]\n"
     "         [--framework F] [--compile] [--compute-dtype D] [--strategies LIST] [--tp LIST]\n"
     "         [--ep LIST] [--recompute LIST] [--reshard-after-forward LIST] [--prefetch LIST]\n"
-    "         [--top K] [--jobs N] [--dry-run] [--format text|json]";
+    "         [--top K] [--jobs N] [--dry-run] [--format text|json] [--config FILE.toml]\n"
+    "         [--profile NAME]";
 
 constexpr std::string_view kDescription =
     "Finds the fastest configurations of a model on N GPUs for one global batch: it searches\n"
@@ -42,7 +46,8 @@ constexpr std::string_view kDescription =
     "  fsdpsim plan --model llama-3.1-405b --gpus 1024 --seq-len 8192 \\\n"
     "      --global-batch-tokens 16777216 --framework fsdp2 --compile --reduce-dtype fp32\n"
     "  fsdpsim plan --model mixtral-8x7b --gpus 64 --seq-len 4096 --global-batch-tokens 4194304 \\\n"
-    "      --ep 1,2,4,8 --dry-run";
+    "      --ep 1,2,4,8 --dry-run\n"
+    "  fsdpsim plan --config llama3_8b.toml --gpus 64 --global-batch-size 64";
 
 std::vector<std::string> split_items(const std::string& text) {
   std::vector<std::string> items;
@@ -92,6 +97,31 @@ Expected<std::vector<std::int64_t>> counts(const char* option, const std::string
                            ", ", most, "]"));
     }
     out.push_back(v);
+  }
+  return out;
+}
+
+// The fields of `config` that were read but that plan does not use, in file order, listed with
+// the ignored ones: checkpointing and reshard after forward (the planner chooses them); the
+// degrees unless they give the job size or the global batch; the batch fields unless they give
+// the global batch.
+std::vector<std::string> fields_plan_does_not_use(const planner::TorchtitanConfig& config,
+                                                  bool size_from_file, bool batch_from_file) {
+  const bool batch_from_degrees = batch_from_file && config.global_batch_size < 0;
+  std::vector<std::string> out;
+  for (const std::string& field : config.read_fields) {
+    const bool local = field == "training.local_batch_size" || field == "training.batch_size";
+    const bool degree = field.ends_with("data_parallel_replicate_degree") ||
+                        field.ends_with("data_parallel_shard_degree") ||
+                        field.ends_with("tensor_parallel_degree") ||
+                        field.ends_with("expert_parallel_degree");
+    if (field.rfind("activation_checkpoint.", 0) == 0 ||
+        field.ends_with(".fsdp_reshard_after_forward") ||
+        (degree && !size_from_file && !batch_from_degrees) ||
+        (local && !batch_from_degrees) ||
+        (field == "training.global_batch_size" && !batch_from_file)) {
+      out.push_back(field);
+    }
   }
   return out;
 }
@@ -164,6 +194,8 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
        "with ep: routed tokens per expert as a multiple of the balanced share");
   // clang-format on
   add_model_size_options(desc, &base.sizes);
+  ConfigArguments config_args;
+  add_config_options(desc, &config_args);
   po::variables_map vm;
   if (auto done = parse_command_line("plan", kUsage, kDescription, desc, args, vm, io)) {
     return *done;
@@ -178,11 +210,39 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
   if (vm.count("global-batch-tokens") != 0 && vm.count("global-batch-size") != 0) {
     return usage("--global-batch-tokens and --global-batch-size both give the global batch; give one");
   }
-  if (vm.count("gpus") == 0 && vm.count("nodes") == 0) {
-    return usage("the job's size is missing: give --gpus N or --nodes N");
+  // The planner chooses these itself; a config's values for them are not used (and listed).
+  static constexpr std::string_view kChosen[] = {
+      "mesh", "strategy", "microbatches", "micro-batch-size", "recompute",
+      "reshard-after-forward", "sequence-parallel"};
+  auto config = layer_config_arguments(vm, config_args, kChosen, &base);
+  if (!config) {
+    return report_error(io, config.error());
   }
-  if (vm.count("global-batch-tokens") == 0 && vm.count("global-batch-size") == 0) {
-    return usage("the global batch is missing: give --global-batch-tokens T or --global-batch-size B");
+  std::vector<std::string> ignored;
+  const bool size_given = vm.count("gpus") != 0 || vm.count("nodes") != 0;
+  const bool batch_given = vm.count("global-batch-tokens") != 0 || vm.count("global-batch-size") != 0;
+  if (*config) {
+    const auto gpus = size_given ? std::nullopt : planner::config_gpus(**config);
+    const auto sequences = batch_given ? std::nullopt : planner::config_global_batch(**config);
+    req.gpus = gpus.value_or(req.gpus);
+    global_batch_size = sequences.value_or(global_batch_size);
+    ignored = (*config)->ignored_fields;
+    for (std::string& field :
+         fields_plan_does_not_use(**config, gpus.has_value(), sequences.has_value())) {
+      ignored.push_back(std::move(field));
+    }
+  }
+  if (!size_given && req.gpus == 0) {
+    return usage(*config ? "the job's size is missing (the config's data_parallel_shard_degree is -1): "
+                           "give --gpus N or --nodes N"
+                         : "the job's size is missing: give --gpus N or --nodes N");
+  }
+  if (!batch_given && global_batch_size == 0) {
+    return usage(*config ? "the global batch is missing (the config gives neither training."
+                           "global_batch_size nor a data_parallel_shard_degree): give "
+                           "--global-batch-tokens T or --global-batch-size B"
+                         : "the global batch is missing: give --global-batch-tokens T or "
+                           "--global-batch-size B");
   }
   if (jobs < 0) {
     return usage(str_cat("--jobs is ", jobs, "; expected >= 0 (0: one per core)"));
@@ -199,7 +259,7 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
                                             "2^30 GPUs)")));
     }
   }
-  if (vm.count("global-batch-size") != 0) {
+  if (vm.count("global-batch-size") != 0 || (!batch_given && global_batch_size != 0)) {
     if (global_batch_size < 1 ||
         !checked_mul(global_batch_size, base.seq_len, &req.global_batch_tokens)) {
       return report_error(io, Error(ErrorCode::kInvalidArgument,
@@ -254,9 +314,16 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
     return report_error(io, result.error());
   }
   if (format == "json") {
-    io.out << planner::plan_report_json(req, *result).dump(2) << "\n";
+    nlohmann::json report = planner::plan_report_json(req, *result);
+    if (*config) {
+      report["config_ignored_fields"] = ignored;
+    }
+    io.out << report.dump(2) << "\n";
   } else {
     io.out << planner::plan_report_text(req, *result);
+  }
+  if (*config) {
+    print_ignored_fields(io.err, ignored);
   }
   return kExitOk;
 }

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/run_options.h"
 
+#include <algorithm>
+
 #include "core/base/strings.h"
+#include "planner/run_profile.h"
 
 namespace po = boost::program_options;
 
@@ -98,6 +101,45 @@ std::optional<std::string> run_option_conflict(const po::variables_map& vm, cons
                    "; expected --block 1 or no --block");
   }
   return std::nullopt;
+}
+
+void add_config_options(po::options_description& desc, ConfigArguments* args) {
+  desc.add_options()
+      ("config", po::value(&args->config_path),
+       "a torchtitan job config (train_configs/*.toml): its model, batch, parallelism, "
+       "checkpointing, compile, float8 and precision fields set the run options; options given "
+       "on the command line win; the fields not used are listed on stderr")
+      ("profile", po::value(&args->profile),
+       "a framework's defaults, under --config and the command line: torchtitan (fsdp2, "
+       "reshard all-but-last, bf16 params, fp32 reduce, torch kernels) | megatron-fsdp (te "
+       "kernels, reshard all, fp32 reduce)");
+}
+
+Expected<std::optional<planner::TorchtitanConfig>> layer_config_arguments(
+    const po::variables_map& vm, const ConfigArguments& args,
+    std::span<const std::string_view> chosen, RunOptions* options) {
+  planner::RunOptionsPatch profile;
+  if (vm.count("profile") != 0) {
+    FSDP_TRY(profile, planner::profile_defaults(args.profile));
+  }
+  std::optional<planner::TorchtitanConfig> config;
+  if (vm.count("config") != 0) {
+    FSDP_TRY(config, planner::read_torchtitan_config(args.config_path));
+  }
+  auto given = [&](std::string_view name) {
+    const std::string key(name);
+    return std::find(chosen.begin(), chosen.end(), name) != chosen.end() ||
+           (vm.count(key) != 0 && !vm[key].defaulted());
+  };
+  FSDP_RETURN_IF_ERROR(planner::layer_run_options(profile, config ? &*config : nullptr, given,
+                                                  options));
+  return config;
+}
+
+void print_ignored_fields(std::ostream& err, const std::vector<std::string>& fields) {
+  if (!fields.empty()) {
+    err << "config: ignored fields: " << join(fields, ", ") << "\n";
+  }
 }
 
 }  // namespace fsdp::cli

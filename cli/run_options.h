@@ -5,11 +5,16 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/model_argument.h"
 #include "planner/run_options.h"
+#include "planner/torchtitan_config.h"
 
 #include <boost/program_options.hpp>
 
@@ -38,5 +43,25 @@ void add_run_options(boost::program_options::options_description& desc, RunOptio
 // a --block other than 1. The usage-error message, if any.
 std::optional<std::string> run_option_conflict(const boost::program_options::variables_map& vm,
                                                const RunOptions& options);
+
+// --config FILE.toml (a torchtitan job config) and --profile NAME (docs/cli.md, "Config files and
+// profiles").
+struct ConfigArguments {
+  std::string config_path;
+  std::string profile;
+};
+void add_config_options(boost::program_options::options_description& desc, ConfigArguments* args);
+
+// Layers the run options: the profile's defaults < the config file < the options given on the
+// command line (present in `vm` and not defaulted). `chosen` names options the command decides
+// itself (plan's mesh, microbatches, ...), which are left alone. Returns the config read, if
+// --config was given. Errors (one line, exit 1): an unknown profile, an unreadable file, a TOML
+// syntax error, a field fsdpsim cannot map, and planner::layer_run_options's.
+Expected<std::optional<planner::TorchtitanConfig>> layer_config_arguments(
+    const boost::program_options::variables_map& vm, const ConfigArguments& args,
+    std::span<const std::string_view> chosen, RunOptions* options);
+
+// "config: ignored fields: a.b, c.d" on `err`, when there are any.
+void print_ignored_fields(std::ostream& err, const std::vector<std::string>& fields);
 
 }  // namespace fsdp::cli

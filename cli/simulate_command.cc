@@ -43,7 +43,7 @@ std::string format_default(double v) {
 constexpr std::string_view kUsage =
     "simulate [--model M] [--mesh AXES] [--hardware H] [--format text|json] [--trace FILE]\n"
     "         [--straggler SPEC] [--no-contention] [--sm-slowdown F] [--all-reduce ALG]\n"
-    "         [--plot FILE.svg] [--gantt FILE.svg]";
+    "         [--plot FILE.svg] [--gantt FILE.svg] [--config FILE.toml] [--profile NAME]";
 
 constexpr std::string_view kDescription =
     "Simulates one optimizer step of the schedule (see `fsdpsim schedule`) on a virtual mesh:\n"
@@ -64,6 +64,7 @@ constexpr std::string_view kDescription =
     "  fsdpsim simulate\n"
     "  fsdpsim simulate --model llama-3-70b --mesh dp=64 --framework fsdp2 --recompute full\n"
     "  fsdpsim simulate --mesh dp_outer=2,dp_inner=8 --strategy hsdp --hardware h200\n"
+    "  fsdpsim simulate --config llama3_8b.toml --mesh dp=64   (a torchtitan job config)\n"
     "  fsdpsim simulate --format json --trace step.json   (open in ui.perfetto.dev)";
 
 }  // namespace
@@ -74,6 +75,8 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
   options.mesh = "dp=16";
   options.microbatches = 4;
   add_run_options(desc, &options);
+  ConfigArguments config_args;
+  add_config_options(desc, &config_args);
   planner::SimArgs sim_args;
   std::string format = "text";
   std::string trace_path;
@@ -132,12 +135,17 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     return report_usage_error(io, "simulate",
                               str_cat("--format is '", format, "'; expected text or json"));
   }
+  auto config = layer_config_arguments(vm, config_args, {}, &options);
+  if (!config) {
+    return report_error(io, config.error());
+  }
   sim_args.compute_model_given = !vm["compute-model"].defaulted();
   sim_args.record_trace = !trace_path.empty() || !plot_path.empty() || !gantt_path.empty();
   if (auto refused = refuse_outputs_over_inputs(
           io, "simulate",
           {{"--trace", trace_path}, {"--plot", plot_path}, {"--gantt", gantt_path}},
-          {{"--model", options.model}, {"--hardware", sim_args.hardware}})) {
+          {{"--model", options.model}, {"--hardware", sim_args.hardware},
+           {"--config", config_args.config_path}})) {
     return *refused;
   }
   auto step = planner::simulate_step(options, sim_args);
@@ -145,7 +153,11 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     return report_error(io, step.error());
   }
   if (format == "json") {
-    io.out << planner::step_report_json(*step).dump(2) << "\n";
+    nlohmann::json report = planner::step_report_json(*step);
+    if (*config) {
+      report["config_ignored_fields"] = (*config)->ignored_fields;
+    }
+    io.out << report.dump(2) << "\n";
   } else {
     io.out << planner::step_report_text(*step);
   }
@@ -177,6 +189,9 @@ int run_simulate_command(std::span<const std::string> args, Io& io) {
     if (format != "json") {
       io.out << "wrote " << what << " " << path << "\n";
     }
+  }
+  if (*config) {
+    print_ignored_fields(io.err, (*config)->ignored_fields);
   }
   return kExitOk;
 }

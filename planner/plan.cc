@@ -99,12 +99,30 @@ Expected<PlannedRun> planned_run(const RunOptions& options, const Model& model) 
   return PlannedRun{model, std::move(config), workload};
 }
 
+// The largest class's bytes live at the end of the first microbatch's forward pass whatever the
+// timing: its resident buffers, and the gathered weights its forward allocates and does not free
+// before backward (reshard after forward none or all-but-last keeps them). Plus the runtime.
 std::int64_t resident_bytes(const Schedule& schedule) {
   std::int64_t most = 0;
   for (const RankProgram& p : schedule.programs()) {
     std::int64_t sum = 0;
     for (const ResidentBuffer& b : p.resident) {
       sum += b.bytes;
+    }
+    std::map<std::int32_t, std::int64_t> gathered;  // buffer -> bytes, allocated and not freed
+    for (const Op& op : p.ops) {
+      if (op.microbatch != 0 || op.phase != Phase::kForward ||
+          op.buffer_class != BufferClass::kUnshardedWeights) {
+        continue;
+      }
+      if (op.kind == OpKind::kAlloc) {
+        gathered[op.buffer] = op.bytes;
+      } else if (op.kind == OpKind::kFree) {
+        gathered.erase(op.buffer);
+      }
+    }
+    for (const auto& [buffer, bytes] : gathered) {
+      sum += bytes;
     }
     most = std::max(most, sum);
   }
@@ -166,8 +184,7 @@ std::vector<std::string> explain(const PlanResult& r) {
         "among them by headroom or simplicity"));
   }
   // The step's two parts: the compute stream's busy time (with recomputation) and the
-  // communication it does not hide; per token of the global batch, since the steps may differ
-  // in tokens... they do not here: the global batch is fixed.
+  // communication it does not hide (both steps train the same global batch).
   const double dc = u.compute_s - w.compute_s;
   const double dx = u.exposed_communication_s - w.exposed_communication_s;
   const double drf = u.recompute_flops_per_step - w.recompute_flops_per_step;
@@ -212,6 +229,8 @@ std::string_view to_string(CandidateStatus status) {
   switch (status) {
     case CandidateStatus::kSimulated:
       return "simulated";
+    case CandidateStatus::kDoesNotFit:
+      return "does-not-fit";
     case CandidateStatus::kCannotFit:
       return "cannot-fit";
     case CandidateStatus::kCannotWin:
@@ -247,7 +266,9 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
                            "; expected an integer in [1, 4096]"));
   }
   FSDP_TRY(const Hardware hardware, load_hardware_argument(req.sim.hardware));
-  FSDP_TRY(const sim::SimOptions sim_options, make_sim_options(req.sim, hardware));
+  FSDP_TRY(sim::SimOptions sim_options, make_sim_options(req.sim, hardware));
+  // A configuration that cannot fit needs no more of its step than the instant it overflows.
+  sim_options.stop_at_memory_overflow = true;
   // The base's own options are checked once (a bad --framework is one line, not a column of
   // failed rows).
   FSDP_RETURN_IF_ERROR(status_of(make_workload(req.base)));
@@ -397,12 +418,13 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
   };
 
   // Bounds, once per group that shares them.
-  using ResidentKey = std::tuple<std::int64_t, std::int64_t, std::string, std::string>;
+  using ResidentKey = std::tuple<std::int64_t, std::int64_t, std::string, std::string, std::string>;
   using ComputeKey = std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, std::string>;
   std::map<ResidentKey, std::pair<std::int64_t, ResidentBound>> resident;  // first member
   std::map<ComputeKey, std::pair<std::int64_t, ComputeBound>> compute;
   for (const PlanCandidate& c : result.candidates) {
-    resident.emplace(ResidentKey{c.tp, c.ep, c.options.strategy, c.options.mesh},
+    resident.emplace(ResidentKey{c.tp, c.ep, c.options.strategy, c.options.mesh,
+                                 c.options.reshard_after_forward},
                      std::pair{c.index, ResidentBound{}});
     compute.emplace(ComputeKey{c.tp, c.ep, c.options.sequence_parallel, c.options.micro_batch_size,
                                c.options.recompute},
@@ -422,7 +444,6 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
       o.microbatches = 1;
       o.micro_batch_size = 1;
       o.recompute = "none";
-      o.reshard_after_forward = "all";
       PlanCandidate probe;
       probe.tp = result.candidates[static_cast<std::size_t>(resident_members[static_cast<std::size_t>(i)])].tp;
       probe.ep = result.candidates[static_cast<std::size_t>(resident_members[static_cast<std::size_t>(i)])].ep;
@@ -463,11 +484,16 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
         b.error = model.error().message();
         return;
       }
-      auto run = planned_run(member.options, *model);
+      // One microbatch: every microbatch runs the same kernels, so the step's kernel time is the
+      // microbatch count times one microbatch's, and the schedule is that much smaller to build.
+      RunOptions one = member.options;
+      one.microbatches = 1;
+      auto run = planned_run(one, *model);
       if (!run) {
         b.error = run.error().message();
         return;
       }
+      const double microbatches = static_cast<double>(member.options.microbatches);
       const std::int64_t tokens = member.options.seq_len * member.options.micro_batch_size;
       for (const UnitCheckpoint& u :
            checkpoints_of(run->config.recompute(), *model, run->workload.compile)) {
@@ -487,7 +513,7 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
           b.error = times.error().message();
           return;
         }
-        b.seconds = std::max(b.seconds, times->total());
+        b.seconds = std::max(b.seconds, microbatches * times->total());
       }
     } catch (const std::exception& e) {
       b.error = str_cat("unexpected failure: ", e.what());
@@ -498,7 +524,9 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
   std::vector<std::int64_t> order;
   for (PlanCandidate& c : result.candidates) {
     const ResidentBound& rb =
-        resident.at(ResidentKey{c.tp, c.ep, c.options.strategy, c.options.mesh}).second;
+        resident.at(ResidentKey{c.tp, c.ep, c.options.strategy, c.options.mesh,
+                                c.options.reshard_after_forward})
+            .second;
     const ComputeBound& cb = compute.at(ComputeKey{c.tp, c.ep, c.options.sequence_parallel,
                                                    c.options.micro_batch_size, c.options.recompute})
                                  .second;
@@ -516,7 +544,8 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
       c.status = CandidateStatus::kCannotFit;
       c.note = str_cat("needs at least ",
                        fixed_text(static_cast<double>(c.memory_lower_bound_bytes) / kGiB, 1),
-                       " GiB (resident buffers, runtime and one microbatch's activations)");
+                       " GiB (resident buffers, runtime, one microbatch's activations and the "
+                       "gathered weights its forward keeps)");
       ++result.cannot_fit;
       continue;
     }
@@ -568,6 +597,19 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
       if (!sim_result) {
         c.status = CandidateStatus::kFailed;
         c.note = str_cat("while simulating: ", sim_result.error().message());
+        return;
+      }
+      if (sim_result->stopped_at_memory_overflow) {
+        c.status = CandidateStatus::kDoesNotFit;
+        c.fits = false;
+        std::int64_t reserved = 0;
+        for (const sim::ClassResult& cr : sim_result->classes) {
+          reserved = std::max(reserved, cr.memory.peak_reserved_bytes);
+        }
+        c.peak_reserved_bytes = reserved;
+        c.note = str_cat("reserves more than ",
+                         fixed_text(static_cast<double>(hardware.memory_bytes()) / kGiB, 1),
+                         " GiB (with the runtime) during its first part; simulation stopped there");
         return;
       }
       const sim::MemoryVerdict memory = sim::memory_verdict(*sim_result, hardware);
@@ -626,41 +668,53 @@ Expected<PlanResult> run_plan(const PlanRequest& req,
       top.push_back(i);
     }
   };
+  // Threads take configurations in bound order while the next bound can still reach the top;
+  // each result updates the ranking (and with it the threshold) under the lock. The top is exact
+  // whatever the timing: a configuration is passed over only when its bound is below the K-th
+  // best result so far, which only grows.
   std::size_t next = 0;
-  const int jobs = std::max(1, req.jobs);
-  while (next < order.size()) {
-    const double threshold =
-        static_cast<std::int64_t>(top.size()) >= req.top
-            ? result.candidates[static_cast<std::size_t>(top[static_cast<std::size_t>(req.top - 1)])]
-                  .tokens_per_second_per_gpu
-            : 0.0;
-    std::vector<std::int64_t> batch;
-    while (next < order.size() && static_cast<int>(batch.size()) < jobs &&
-           bound_of(order[next]) >= threshold) {
-      batch.push_back(order[next++]);
-    }
-    if (batch.empty()) {
-      break;
-    }
-    parallel_for(static_cast<std::int64_t>(batch.size()), jobs, [&](std::int64_t i) {
-      simulate_one(result.candidates[static_cast<std::size_t>(batch[static_cast<std::size_t>(i)])]);
-    });
-    for (const std::int64_t i : batch) {
-      const PlanCandidate& c = result.candidates[static_cast<std::size_t>(i)];
+  std::int64_t done = 0;
+  std::mutex lock;
+  auto threshold = [&] {
+    return static_cast<std::int64_t>(top.size()) >= req.top
+               ? result.candidates[static_cast<std::size_t>(top[static_cast<std::size_t>(req.top - 1)])]
+                     .tokens_per_second_per_gpu
+               : 0.0;
+  };
+  parallel_for(std::max(1, req.jobs), std::max(1, req.jobs), [&](std::int64_t) {
+    while (true) {
+      std::int64_t i = -1;
+      {
+        const std::lock_guard<std::mutex> hold(lock);
+        if (next < order.size() && bound_of(order[next]) >= threshold()) {
+          i = order[next++];
+        }
+      }
+      if (i < 0) {
+        return;
+      }
+      PlanCandidate& c = result.candidates[static_cast<std::size_t>(i)];
+      simulate_one(c);
+      const std::lock_guard<std::mutex> hold(lock);
       if (c.status == CandidateStatus::kSimulated) {
         ++result.simulated;
         if (c.fits) {
           fitting.push_back(i);
+          rank_fitting();
         }
+      } else if (c.status == CandidateStatus::kDoesNotFit) {
+        ++result.simulated;
+        ++result.does_not_fit;
       } else {
         ++result.failed;
       }
+      ++done;
+      if (progress) {
+        progress(done, static_cast<std::int64_t>(order.size()));
+      }
     }
-    rank_fitting();
-    if (progress) {
-      progress(static_cast<std::int64_t>(next), static_cast<std::int64_t>(order.size()));
-    }
-  }
+  });
+  rank_fitting();
   for (; next < order.size(); ++next) {
     PlanCandidate& c = result.candidates[static_cast<std::size_t>(order[next])];
     c.status = CandidateStatus::kCannotWin;
@@ -681,7 +735,8 @@ std::string plan_report_text(const PlanRequest& req, const PlanResult& r) {
       "plan: ", req.base.model, " on ", r.gpus, " GPUs (", req.sim.hardware, "), seq-len ",
       req.base.seq_len, ", global batch ", r.global_batch_tokens, " tokens (",
       r.sequences_per_step, " sequences) per step\n");
-  out += str_cat(r.candidates.size(), " configurations: ", r.simulated, " simulated, ",
+  out += str_cat(r.candidates.size(), " configurations: ", r.simulated, " simulated (",
+                 r.does_not_fit, " stopped when they outgrew the device), ",
                  r.cannot_fit, " cannot fit (memory bound), ", r.cannot_win,
                  " cannot win (throughput bound), ", r.invalid, " invalid, ", r.failed,
                  " failed\n");
@@ -781,6 +836,7 @@ nlohmann::json plan_report_json(const PlanRequest& req, const PlanResult& r) {
                         {"summary",
                          {{"configurations", r.candidates.size()},
                           {"simulated", r.simulated},
+                          {"does_not_fit", r.does_not_fit},
                           {"cannot_fit", r.cannot_fit},
                           {"cannot_win", r.cannot_win},
                           {"invalid", r.invalid},

@@ -52,6 +52,7 @@ struct PlanRequest {
 
 enum class CandidateStatus {
   kSimulated,   // figures below are the simulator's
+  kDoesNotFit,  // simulated until its reservation passed the device memory, then stopped
   kCannotFit,   // memory lower bound above the device: not simulated
   kCannotWin,   // throughput upper bound below the top's last: not simulated
   kInvalid,     // the model or mesh refuses it (note says why)
@@ -95,7 +96,8 @@ struct PlanResult {
   // Indices of fitting simulated configurations, best first (most tokens/s/GPU; ties: lower
   // index), one per set of equal figures (PlanCandidate::same_as); at least the top `top`.
   std::vector<std::int64_t> ranking;
-  std::int64_t simulated = 0;
+  std::int64_t simulated = 0;    // incl. those that stopped at their memory overflow
+  std::int64_t does_not_fit = 0;  // simulated until the reservation passed the device
   std::int64_t cannot_fit = 0;
   std::int64_t cannot_win = 0;
   std::int64_t invalid = 0;

@@ -14,6 +14,7 @@ packages=(
   cmake g++ make pkg-config
   libboost-dev libboost-program-options-dev libboost-graph-dev  # options parsing, graphs
   nlohmann-json3-dev                                            # JSON
+  libtomlplusplus-dev                                           # torchtitan TOML configs
   googletest libgtest-dev libgmock-dev libbenchmark-dev          # tests, benchmarks
   librapidcheck-dev                                             # property tests
   graphviz                                                      # dot, to render schedules

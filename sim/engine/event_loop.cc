@@ -58,6 +58,7 @@ class Simulator {
         sm_slowdown_(options.cost.sm_slowdown != 1.0),
         record_trace_(options.record_trace),
         record_ops_(options.record_ops),
+        stop_at_overflow_(options.stop_at_memory_overflow),
         sharing_(classes.types, options.contention) {}
 
   // One step from the compiled state. Repeatable.
@@ -123,6 +124,8 @@ class Simulator {
   bool sm_slowdown_ = false;
   bool record_trace_ = false;
   bool record_ops_ = false;
+  bool stop_at_overflow_ = false;
+  bool stopped_at_overflow_ = false;  // the run ended at a reservation past the device
 
   // Per class.
   std::vector<std::int32_t> comm_active_;  // collectives in flight
@@ -190,6 +193,7 @@ void Simulator::reset() {
   now_ = SimTime();
   events_ = 0;
   error_.reset();
+  stopped_at_overflow_ = false;
 }
 
 Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
@@ -252,6 +256,12 @@ Error Simulator::memory_error(std::int32_t cls, std::size_t pos) const {
         note_reserved(m, allocator.reserved_bytes(), program_.step_op[pos]);
         if (record_trace) {
           push_memory_sample(stats_.memory_trace, cls, now_, total, by_class);
+        }
+        if (!m.reserved_fits && stop_at_overflow_) [[unlikely]] {
+          stopped_at_overflow_ = true;
+          fail(Error(ErrorCode::kFailedPrecondition, "stopped at a memory overflow"));
+          cursor_[g] = static_cast<std::int64_t>(pos + 1);
+          return;
         }
         break;
       }
@@ -542,6 +552,13 @@ Expected<SimResult> Simulator::run() {
         finish_collective(static_cast<std::int32_t>(ev.subject));
         break;
     }
+  }
+  if (error_ && stopped_at_overflow_) {
+    SimResult partial = assemble_result(stats_, program_, classes_, allocator_,
+                                        schedule_.mesh().ndim(), events_);
+    partial.fits = false;
+    partial.stopped_at_memory_overflow = true;
+    return partial;
   }
   if (error_) {
     return *error_;

@@ -127,6 +127,9 @@ struct SimResult {
   // Every class fits device memory: its caching allocator's peak reservation plus the runtime
   // outside the allocator within the device (the one fit verdict, docs/cli.md "Fit").
   bool fits = true;
+  // SimOptions::stop_at_memory_overflow ended the run early (fits is false): the figures cover
+  // only the part that ran.
+  bool stopped_at_memory_overflow = false;
   std::int64_t events = 0;           // events processed
   std::vector<TraceRecord> trace;    // when SimOptions::record_trace
   std::vector<MemorySample> memory_trace;  // when SimOptions::record_trace

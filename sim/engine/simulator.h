@@ -33,6 +33,11 @@ struct SimOptions {
   bool overlap = true;        // false: each class runs all its ops one at a time, in issue order
   bool record_trace = false;  // fill SimResult::trace and SimResult::memory_trace
   bool record_ops = false;    // fill SimResult::op_log (every op, instant ones included)
+  // End the run as soon as a class's caching-allocator reservation passes the device's memory:
+  // the configuration cannot fit, and the rest of its step is not needed (the planner,
+  // docs/design/planner.md). The result then has fits false, stopped_at_memory_overflow set and
+  // figures of the part that ran.
+  bool stop_at_memory_overflow = false;
 };
 
 // Errors: kOutOfRange for a straggler rank outside the mesh; kFailedPrecondition for a deadlock

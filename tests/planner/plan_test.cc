@@ -4,12 +4,16 @@
 // of simulating everything; errors are one line.
 #include "planner/plan.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "planner/step_report.h"
 
 namespace fsdp::planner {
 namespace {
@@ -140,6 +144,53 @@ TEST(PlanTest, BadRequestsAreOneLine) {
   r = run_plan(req, {}, {});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message().find("do not divide"), std::string::npos) << r.error().message();
+}
+
+// The planner stops a simulation when its reservation passes the device; a full simulation of
+// the same configuration must then not fit either, and one the planner ran to the end must agree.
+TEST(PlanTest, RunsStoppedAtTheirOverflowAreExactlyThoseThatDoNotFit) {
+  PlanRequest req = small_request();
+  req.base.sizes.layers = 8;
+  req.base.sizes.hidden = 4096;
+  req.base.sizes.heads = 32;
+  req.base.sizes.kv_heads = 8;
+  req.base.sizes.ffn = 14336;
+  req.base.sizes.vocab = 128256;
+  req.base.seq_len = 8192;
+  req.gpus = 8;
+  req.global_batch_tokens = 8 * 8 * 8192;
+  req.strategies = {"zero3", "zero1"};
+  req.tp_sizes = {1};
+  req.reshard = {"all"};
+  req.prefetch = {1};
+  req.top = 1000;
+  const PlanResult r = run_plan(req, {}, {}).value();
+  int stopped = 0;
+  int completed = 0;
+  for (const PlanCandidate& c : r.candidates) {
+    const bool was_stopped = c.status == CandidateStatus::kDoesNotFit;
+    if ((!was_stopped && c.status != CandidateStatus::kSimulated) ||
+        (was_stopped ? stopped : completed) >= 3) {
+      continue;
+    }
+    (was_stopped ? stopped : completed) += 1;
+    const SimulatedStep full = simulate_step(c.options, req.sim).value();
+    EXPECT_EQ(full.memory.fits, !was_stopped) << c.index << " " << c.note;
+    // The memory bound holds for the whole step, stopped or not.
+    EXPECT_LE(c.memory_lower_bound_bytes, full.memory.device_bytes - full.memory.headroom_bytes)
+        << c.index;
+    EXPECT_GE(full.throughput.step_time_s, c.step_time_lower_bound_s) << c.index;
+    if (!was_stopped) {
+      EXPECT_DOUBLE_EQ(full.throughput.step_time_s, c.step_time_s);
+      EXPECT_EQ(full.memory.headroom_bytes, c.headroom_bytes);
+    }
+  }
+  EXPECT_GT(stopped, 0);
+  EXPECT_GT(completed, 0);
+  EXPECT_EQ(r.does_not_fit, static_cast<std::int64_t>(std::count_if(
+                                r.candidates.begin(), r.candidates.end(), [](const PlanCandidate& c) {
+                                  return c.status == CandidateStatus::kDoesNotFit;
+                                })));
 }
 
 TEST(PlanTest, DryRunSimulatesNothing) {
