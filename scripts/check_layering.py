@@ -61,6 +61,8 @@ LAYERS = [
     # Above viz and sweep: what every front end shares (option assembly, the step report).
     ("planner", "planner", ["viz", "sweep"]),
     ("cli", "cli", ["planner", "backends/cuda"]),
+    # The Python extension (fsdpsim._core): the planner's calls, as the CLI makes them.
+    ("python", "python", ["planner"]),
     # Test code sits on top of everything (and properties/ reuses helpers of tests/).
     ("tests", "tests", ["cli"]),
     ("properties", "properties", ["cli", "tests"]),

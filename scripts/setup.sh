@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package the build needs that is missing (idempotent: a no-op when all are
-# present), then configures and builds one CMake preset (default: release).
+# present), then configures and builds one CMake preset (default: release), then installs the
+# Python package (`pip install .`, pyproject.toml) with pytest into the virtual environment
+# build/venv, unless the sources it is built from are unchanged since the last install.
+# pip needs network access to PyPI the first time (nanobind, scikit-build-core, pytest).
 #   usage: scripts/setup.sh [PRESET]      e.g. scripts/setup.sh dev
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +20,7 @@ packages=(
   graphviz                                                      # dot, to render schedules
   libopenmpi-dev openmpi-bin                                    # CPU backend
   libopenblas-dev                                               # CPU matmuls
+  python3-venv python3-dev                                      # the Python package, pytest
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -39,3 +43,26 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 echo "setup: built preset '$preset' in build/$preset"
+
+# The Python package: its own build (FSDP_PYTHON, the simulator's libraries only; nothing of the
+# preset's build is reused), skipped when build/venv holds an install of the same sources.
+venv=build/venv
+pytest_version=9.2.0
+stamp="$venv/.fsdpsim-sources"
+sources_hash="$( { find core sim sweep viz planner python cmake -type f \
+                     \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.pyi' \
+                        -o -name '*.json' -o -name 'CMakeLists.txt' -o -name '*.cmake' \) \
+                     -print0 | sort -z | xargs -0 sha1sum
+                   sha1sum CMakeLists.txt pyproject.toml; echo "pytest $pytest_version"; } |
+                 sha1sum | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$sources_hash" && -x "$venv/bin/python" ]]; then
+  echo "setup: Python package in $venv is up to date"
+else
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  echo "setup: pip install . into $venv (builds fsdpsim._core with $jobs jobs)"
+  start=$SECONDS
+  CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    "pytest==$pytest_version" .
+  echo "$sources_hash" >"$stamp"
+  echo "setup: installed the Python package in $((SECONDS - start)) s"
+fi
