@@ -134,6 +134,15 @@ std::optional<int> refuse_outputs_over_inputs(Io& io, std::string_view command,
   return std::nullopt;
 }
 
+void draw_progress(std::ostream& err, std::int64_t done, std::int64_t total, std::string_view what,
+                   bool end_line) {
+  constexpr int kWidth = 40;
+  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+  err << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
+      << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] " << done << "/"
+      << total << " " << what << (end_line && done == total ? "\n" : "") << std::flush;
+}
+
 Expected<std::string> read_text_file(const std::string& path) {
   return read_input_file(path);
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct FileArgument {
 std::optional<int> refuse_outputs_over_inputs(Io& io, std::string_view command,
                                               const std::vector<FileArgument>& outputs,
                                               const std::vector<FileArgument>& inputs);
+
+// A progress bar on a terminal's stderr: "\r[####....] 12/40 <what>", a newline when done == total
+// and `end_line`.
+void draw_progress(std::ostream& err, std::int64_t done, std::int64_t total, std::string_view what,
+                   bool end_line = true);
 
 // Reads a whole input file (core/base/file_io.h: regular files only, up to kMaxInputFileBytes);
 // the error names the path and the reason.

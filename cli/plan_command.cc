@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/list_argument.h"
 #include "cli/model_argument.h"
 #include "cli/run_options.h"
 #include "cli/subcommands.h"
@@ -49,26 +50,12 @@ constexpr std::string_view kDescription =
     "      --ep 1,2,4,8 --dry-run\n"
     "  fsdpsim plan --config llama3_8b.toml --gpus 64 --global-batch-size 64";
 
-std::vector<std::string> split_items(const std::string& text) {
-  std::vector<std::string> items;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', begin);
-    items.emplace_back(trim(std::string_view(text).substr(
-        begin, comma == std::string::npos ? std::string::npos : comma - begin)));
-    if (comma == std::string::npos) {
-      return items;
-    }
-    begin = comma + 1;
-  }
-}
-
 Expected<std::vector<std::string>> words(const char* option, const std::string& text) {
   std::vector<std::string> out;
   if (text.empty()) {
     return out;
   }
-  for (std::string& item : split_items(text)) {
+  for (std::string& item : split_commas(text)) {
     if (item.empty()) {
       return Error(ErrorCode::kInvalidArgument,
                    str_cat("--", option, " '", text, "' has an empty item; expected a "
@@ -124,14 +111,6 @@ std::vector<std::string> fields_plan_does_not_use(const planner::TorchtitanConfi
     }
   }
   return out;
-}
-
-void draw_progress(std::ostream& err, std::int64_t done, std::int64_t total) {
-  constexpr int kWidth = 40;
-  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
-  err << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
-      << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] " << done << "/"
-      << total << " configurations in bound order" << std::flush;
 }
 
 }  // namespace
@@ -304,7 +283,9 @@ int run_plan_command(std::span<const std::string> args, Io& io) {
   };
   std::function<void(std::int64_t, std::int64_t)> progress;
   if (io.err_is_terminal) {
-    progress = [&io](std::int64_t done, std::int64_t total) { draw_progress(io.err, done, total); };
+    progress = [&io](std::int64_t done, std::int64_t total) {
+      draw_progress(io.err, done, total, "configurations in bound order", false);
+    };
   }
   auto result = planner::run_plan(req, announce, progress);
   if (io.err_is_terminal && progress) {

@@ -126,14 +126,6 @@ Expected<std::int64_t> parse_count(std::string_view option, const std::string& i
   return v;
 }
 
-void draw_progress(std::ostream& err, std::int64_t done, std::int64_t total) {
-  constexpr int kWidth = 40;
-  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
-  err << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
-      << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] " << done << "/"
-      << total << " configurations" << (done == total ? "\n" : "") << std::flush;
-}
-
 struct SweepArgs {
   std::string hardware = "h100";
   std::int64_t nodes = 2;
@@ -469,7 +461,9 @@ int run_sweep_command(std::span<const std::string> args, Io& io) {
       a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::function<void(std::int64_t, std::int64_t)> progress;
   if (mpi.is_root() && io.err_is_terminal) {
-    progress = [&io](std::int64_t done, std::int64_t total) { draw_progress(io.err, done, total); };
+    progress = [&io](std::int64_t done, std::int64_t total) {
+      draw_progress(io.err, done, total, "configurations");
+    };
   }
   std::vector<sweep::SweepOutcome> local =
       sweep::run_sweep_points(*p.base, points, mine, jobs, progress);
