@@ -90,10 +90,18 @@ class Result:
         self._step.save_memory_plot(os.fspath(path))
 
     def __repr__(self) -> str:
+        # Three significant digits, as the CLI's text: the model promises a few percent
+        # (docs/validation.md).
         verdict = "fits" if self.fits else "does not fit"
-        return (f"<fsdpsim.Result {self.tokens_per_second_per_gpu:,.0f} tokens/s/GPU, "
+        return (f"<fsdpsim.Result {_sig3(self.tokens_per_second_per_gpu)} tokens/s/GPU, "
                 f"MFU {self.mfu * 100:.1f}%, {verdict}, headroom {_gib(self.headroom_bytes)}, "
-                f"step {self.step_time_s * 1e3:.1f} ms>")
+                f"step {_sig3(self.step_time_s * 1e3)} ms>")
+
+
+def _sig3(value: float) -> str:
+    """value to three significant digits, never in exponent form: 8652.4 -> '8,650'."""
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 100 else f"{rounded:g}"
 
 
 def simulate(model: str = "llama-3-8b", mesh: str = "dp=16", *, hardware: str = "h100",

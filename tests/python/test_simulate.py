@@ -2,6 +2,7 @@
 # fsdpsim.simulate against `fsdpsim simulate --format json`: the same options give the same
 # report, and the same bad options the same message (docs/user-guide.md, "From Python").
 import json
+import re
 import math
 
 import pytest
@@ -56,9 +57,16 @@ def test_result_parts_and_repr():
     assert {c["stream"] for c in result.communication} == {"all-gather", "reduce-scatter"}
     text = repr(result)
     assert "tokens/s/GPU" in text and "MFU" in text and "headroom" in text
-    assert f"{result.tokens_per_second_per_gpu:,.0f}" in text
+    # Figures to three significant digits, as the CLI's text: within 0.5% of the exact ones.
+    tps = float(re.search(r"Result ([0-9,.]+) tokens/s/GPU", text).group(1).replace(",", ""))
+    step_ms = float(re.search(r"step ([0-9,.]+) ms", text).group(1).replace(",", ""))
+    assert abs(tps / result.tokens_per_second_per_gpu - 1) < 0.005
+    assert abs(step_ms / (result.step_time_s * 1e3) - 1) < 0.005
     assert "fits" in text
-    assert result.text().startswith(result.text().splitlines()[0])
+    # text() is the CLI's text report: the run line, then the figures people compare.
+    lines = result.text().splitlines()
+    assert lines[0].startswith("model llama-3-8b, strategy zero3")
+    assert lines[1].startswith("throughput: ") and lines[2].startswith("memory: ")
     # to_dict hands out a copy.
     d["mesh"] = "changed"
     assert result.to_dict()["mesh"] == "dp=8"
