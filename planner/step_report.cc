@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
 
-#include "core/base/checked_math.h"
 #include "core/base/number_text.h"
 #include "core/base/strings.h"
 #include "core/mesh/placements.h"
@@ -21,17 +19,6 @@ namespace fsdp::planner {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// a * b + c, saturated at the int64 maximum (a schedule whose buffers overflow does not build, so
-// this only keeps the report defined).
-std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c) {
-  std::int64_t product = 0;
-  std::int64_t sum = 0;
-  if (!checked_mul(a, b, &product) || !checked_add(product, c, &sum)) {
-    return std::numeric_limits<std::int64_t>::max();
-  }
-  return sum;
-}
 
 std::string fixed(double v, int digits) { return fixed_text(v, digits); }
 
@@ -54,17 +41,17 @@ Expected<sim::ModelFlops> model_flops_of(const RunOptions& options) {
 
 RecomputeEffects recompute_effects(const PlannedRun& run) {
   const std::int64_t tokens =
-      saturating_mul_add(run.workload.seq_len, run.workload.micro_batch_size, 0);
+      sim::saturating_mul_add(run.workload.seq_len, run.workload.micro_batch_size, 0);
   const std::vector<UnitCheckpoint> checkpoints =
       checkpoints_of(run.config.recompute(), run.model, run.workload.compile);
   RecomputeEffects e;
   e.units = static_cast<std::int64_t>(checkpoints.size());
   for (const UnitCheckpoint& c : checkpoints) {
-    e.kept_bytes = saturating_mul_add(c.kept, tokens, e.kept_bytes);
+    e.kept_bytes = sim::saturating_mul_add(c.kept, tokens, e.kept_bytes);
     if (c.recomputed) {
       ++e.units_recomputed;
       e.largest_transient_bytes =
-          std::max(e.largest_transient_bytes, saturating_mul_add(c.transient, tokens, 0));
+          std::max(e.largest_transient_bytes, sim::saturating_mul_add(c.transient, tokens, 0));
       e.recompute_flops +=
           (static_cast<double>(c.flops.matmul) + static_cast<double>(c.flops.attention_per_seq) *
                                                      static_cast<double>(run.workload.seq_len)) *
@@ -74,7 +61,7 @@ RecomputeEffects recompute_effects(const PlannedRun& run) {
   if (run.workload.compile) {
     std::int64_t eager_kept = 0;
     for (const UnitCheckpoint& c : checkpoints_of(run.config.recompute(), run.model, false)) {
-      eager_kept = saturating_mul_add(c.kept, tokens, eager_kept);
+      eager_kept = sim::saturating_mul_add(c.kept, tokens, eager_kept);
     }
     e.compiled_unread_bytes = eager_kept - e.kept_bytes;
   }

@@ -10,16 +10,6 @@
 namespace fsdp::sim {
 namespace {
 
-// a * b + c, saturated at the int64 maximum.
-std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c) {
-  std::int64_t product = 0;
-  std::int64_t sum = 0;
-  if (!checked_mul(a, b, &product) || !checked_add(product, c, &sum)) {
-    return std::numeric_limits<std::int64_t>::max();
-  }
-  return sum;
-}
-
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -32,6 +22,15 @@ bool embedding_table(const std::string& name) {
 }
 
 }  // namespace
+
+std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t product = 0;
+  std::int64_t sum = 0;
+  if (!checked_mul(a, b, &product) || !checked_add(product, c, &sum)) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return sum;
+}
 
 bool routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
 

@@ -15,6 +15,10 @@
 
 namespace fsdp::sim {
 
+// a * b + c, saturated at the int64 maximum: report figures of schedules whose buffers already
+// passed the builder's checked arithmetic, kept defined rather than wrapped.
+std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c);
+
 // A routed expert's tensor by the importer's naming ("...experts.3.w1.weight"); shared experts
 // ("shared_experts.") are dense.
 bool routed_expert(const std::string& name);
